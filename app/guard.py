@@ -1,0 +1,143 @@
+"""The contract guard: every provider answer is checked against CONTRACT.md before any of it reaches a caller.
+
+An answer that breaks the contract is never passed through, not even in part: the caller gets `service_error`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime, timezone
+
+from providers.base import (
+    AllJobResources,
+    AttributionOutcome,
+    ErrorType,
+    Evidence,
+    Finding,
+    NodeTarget,
+    ProviderError,
+    Scope,
+)
+
+TOKEN = re.compile(r"[a-z][a-z0-9_]{0,63}")
+MAX_EVIDENCE = 32
+MAX_EVIDENCE_MESSAGE = 4096
+MAX_ERROR_MESSAGE = 512
+ELLIPSIS = "…"
+
+
+class ContractViolation(Exception):
+    """The provider's answer broke the contract; the message says how (for logs, never evidence text)."""
+
+
+def truncate(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, ending in an ellipsis when it was cut."""
+    return text if len(text) <= limit else text[: limit - 1] + ELLIPSIS
+
+
+def public_message(text: str, fallback: str) -> str:
+    """One short line for `error.message`: the first line, bounded; the fallback when empty."""
+    first_line = (text or "").strip().splitlines()[0].strip() if (text or "").strip() else ""
+    return truncate(first_line or fallback, MAX_ERROR_MESSAGE)
+
+
+def _utc(value: object, what: str) -> datetime:
+    if not isinstance(value, datetime) or value.tzinfo is None or value.utcoffset() is None:
+        raise ContractViolation(f"{what} is not a timezone-aware datetime")
+    try:
+        return value.astimezone(timezone.utc)
+    except OverflowError:
+        raise ContractViolation(f"{what} is out of range") from None
+
+
+def _token(value: object, what: str) -> str:
+    if not isinstance(value, str) or not TOKEN.fullmatch(value):
+        raise ContractViolation(f"{what} is not a token")
+    return value
+
+
+def _target(target: object, scope_nodes: frozenset[str], what: str) -> NodeTarget | AllJobResources:
+    if isinstance(target, AllJobResources):
+        return target
+    if isinstance(target, NodeTarget):
+        if target.name not in scope_nodes:
+            raise ContractViolation(f"{what} names a node outside scope.nodes")
+        return target
+    raise ContractViolation(f"{what} is not a Target")
+
+
+def _evidence(item: object, what: str) -> Evidence:
+    if not isinstance(item, Evidence):
+        raise ContractViolation(f"{what} is not Evidence")
+    if not isinstance(item.message, str):
+        raise ContractViolation(f"{what}.message is not a string")
+    observed_at = None if item.observed_at is None else _utc(item.observed_at, f"{what}.observed_at")
+    return Evidence(
+        source=_token(item.source, f"{what}.source"),
+        message=truncate(item.message, MAX_EVIDENCE_MESSAGE),
+        observed_at=observed_at,
+    )
+
+
+def _finding(finding: object, scope_nodes: frozenset[str], what: str) -> Finding:
+    if not isinstance(finding, Finding):
+        raise ContractViolation(f"{what} is not a Finding")
+    evidence = finding.evidence
+    if not isinstance(evidence, (tuple, list)):
+        raise ContractViolation(f"{what}.evidence is not a sequence")
+    if len(evidence) > MAX_EVIDENCE:
+        raise ContractViolation(f"{what} has {len(evidence)} evidence items, more than {MAX_EVIDENCE}")
+    confidence = finding.confidence
+    if confidence is not None and (
+        type(confidence) not in (int, float) or not math.isfinite(confidence) or not 0 <= confidence <= 1
+    ):
+        raise ContractViolation(f"{what}.confidence is not a number in 0..1")
+    return Finding(
+        target=_target(finding.target, scope_nodes, f"{what}.target"),
+        error_category=_token(finding.error_category, f"{what}.error_category"),
+        observed_at=_utc(finding.observed_at, f"{what}.observed_at"),
+        evidence=tuple(_evidence(item, f"{what}.evidence[{i}]") for i, item in enumerate(evidence)),
+        confidence=None if confidence is None else float(confidence),
+    )
+
+
+def _error(error: object) -> ProviderError | None:
+    if error is None:
+        return None
+    if not isinstance(error, ProviderError) or not isinstance(error.type, ErrorType):
+        raise ContractViolation("error is not a ProviderError with a public type")
+    if not isinstance(error.message, str):
+        raise ContractViolation("error.message is not a string")
+    return ProviderError(error.type, public_message(error.message, error.type.value.replace("_", " ")))
+
+
+def check_outcome(outcome: object, scope: Scope) -> AttributionOutcome:
+    """The outcome, normalised (UTC times, bounded texts), or ContractViolation."""
+    if not isinstance(outcome, AttributionOutcome):
+        raise ContractViolation("the provider did not return an AttributionOutcome")
+    scope_nodes = frozenset(scope.nodes)
+    if not isinstance(outcome.attributions, (tuple, list)) or not isinstance(
+        outcome.unattributed_targets, (tuple, list)
+    ):
+        raise ContractViolation("attributions and unattributed_targets must be sequences")
+    findings = tuple(_finding(f, scope_nodes, f"attributions[{i}]") for i, f in enumerate(outcome.attributions))
+    unattributed = tuple(
+        _target(t, scope_nodes, f"unattributed_targets[{i}]") for i, t in enumerate(outcome.unattributed_targets)
+    )
+    if len(set(unattributed)) != len(unattributed):
+        raise ContractViolation("unattributed_targets repeats a target")
+    attributed = {f.target for f in findings}
+    if attributed & set(unattributed):
+        raise ContractViolation("a target stands in both attributions and unattributed_targets")
+    error = _error(outcome.error)
+    if error is not None and error.type.blocks_findings and findings:
+        raise ContractViolation(f"findings beside error.type {error.type.value}")
+    state = outcome.session_state
+    if not isinstance(state, Mapping) or not all(
+        isinstance(k, str) and type(v) in (str, int) for k, v in state.items()
+    ):
+        raise ContractViolation("session_state is not a mapping of strings to strings or integers")
+    return replace(outcome, attributions=findings, unattributed_targets=unattributed, error=error)

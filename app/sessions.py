@@ -1,0 +1,115 @@
+"""Stateless session ids: everything a `slow` needs travels inside the id, so any worker or replica can serve it.
+
+An id is `as1.<payload>.<check>`: the payload (base64url JSON) holds the provider name, the issue time, a digest
+binding it to `workload_id` and `workload_context`, and the provider's small session state; the check is a digest
+of the payload. With no secret shared between replicas the check detects damaged or edited ids, not forged ones:
+an id is not a credential, and providers treat the state in it as caller input.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from providers.base import AttributionRequest
+
+PREFIX = "as1"
+MAX_LENGTH = 1024
+CLOCK_SKEW_SECONDS = 300
+_CHECK_CONTEXT = b"attribution-adapter session v1\n"
+
+
+class InvalidSession(Exception):
+    """The id is malformed, tampered, foreign or expired; the reason is for logs, not for the caller."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class SessionTooLarge(Exception):
+    """The provider's session state does not fit in a session id."""
+
+
+@dataclass(frozen=True)
+class SessionCodec:
+    provider: str
+    ttl_seconds: int
+
+    def issue(self, request: AttributionRequest, state: Mapping[str, str | int], now: float | None = None) -> str:
+        payload = {
+            "b": _binding(request),
+            "p": self.provider,
+            "s": dict(state),
+            "t": int(time.time() if now is None else now),
+        }
+        raw = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+        session_id = f"{PREFIX}.{_b64(raw)}.{_b64(_check(raw))}"
+        if len(session_id) > MAX_LENGTH:
+            raise SessionTooLarge(f"session id would be {len(session_id)} characters")
+        return session_id
+
+    def open(self, session_id: str, request: AttributionRequest, now: float | None = None) -> dict[str, str | int]:
+        """The provider state of a valid id issued for this workload, or InvalidSession."""
+        parts = session_id.split(".")
+        if len(parts) != 3 or parts[0] != PREFIX:
+            raise InvalidSession("malformed")
+        try:
+            raw, check = _unb64(parts[1]), _unb64(parts[2])
+        except (binascii.Error, ValueError):
+            raise InvalidSession("malformed") from None
+        if not hmac.compare_digest(check, _check(raw)):
+            raise InvalidSession("tampered")
+        try:
+            payload = json.loads(raw)
+        except ValueError:
+            raise InvalidSession("malformed") from None
+        if not _well_formed(payload):
+            raise InvalidSession("malformed")
+        if payload["p"] != self.provider or not hmac.compare_digest(payload["b"], _binding(request)):
+            raise InvalidSession("foreign")
+        current = time.time() if now is None else now
+        if payload["t"] > current + CLOCK_SKEW_SECONDS:
+            raise InvalidSession("malformed")
+        if current - payload["t"] > self.ttl_seconds:
+            raise InvalidSession("expired")
+        return payload["s"]
+
+
+def _well_formed(payload: object) -> bool:
+    if not isinstance(payload, dict) or set(payload) != {"b", "p", "s", "t"}:
+        return False
+    state = payload["s"]
+    return (
+        isinstance(payload["b"], str)
+        and isinstance(payload["p"], str)
+        and type(payload["t"]) is int
+        and isinstance(state, dict)
+        and all(isinstance(key, str) and type(value) in (str, int) for key, value in state.items())
+    )
+
+
+def _binding(request: AttributionRequest) -> str:
+    context = request.workload_context
+    bound = json.dumps([request.workload_id, context.workflow_id, context.attempt_index], ensure_ascii=True)
+    return _b64(hashlib.sha256(bound.encode()).digest()[:18])
+
+
+def _check(raw: bytes) -> bytes:
+    return hashlib.sha256(_CHECK_CONTEXT + raw).digest()[:12]
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    if not text or any(c not in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_" for c in text):
+        raise ValueError("not base64url")
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))

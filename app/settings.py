@@ -1,0 +1,59 @@
+"""Settings: the `ATTRIBUTION_*` environment variables, read once and validated here."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+PREFIX = "ATTRIBUTION_"
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+class SettingsError(ValueError):
+    """A setting is missing or invalid; the message names the variable."""
+
+
+def _integer(environ: Mapping[str, str], name: str, default: int, minimum: int, maximum: int) -> int:
+    raw = environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw.strip(), 10)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not an integer") from None
+    if not minimum <= value <= maximum:
+        raise SettingsError(f"{name}={value} is outside {minimum}..{maximum}")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The Adapter's own settings; provider settings travel in `options` and are validated by the provider."""
+
+    provider: str
+    max_body_bytes: int = 4 * 1024 * 1024
+    session_ttl_seconds: int = 86400
+    provider_concurrency: int = 32
+    log_level: str = "info"
+    options: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        provider = env.get(f"{PREFIX}PROVIDER", "").strip()
+        if not provider:
+            raise SettingsError(
+                f"{PREFIX}PROVIDER is not set: choose fact, kernel_log, or a 'module:attribute' path"
+            )
+        log_level = env.get(f"{PREFIX}LOG_LEVEL", "info").strip().lower() or "info"
+        if log_level not in LOG_LEVELS:
+            raise SettingsError(f"{PREFIX}LOG_LEVEL={log_level!r} is not one of {', '.join(LOG_LEVELS)}")
+        return cls(
+            provider=provider,
+            max_body_bytes=_integer(env, f"{PREFIX}MAX_BODY_BYTES", 4 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+            session_ttl_seconds=_integer(env, f"{PREFIX}SESSION_TTL_SECONDS", 86400, 60, 30 * 86400),
+            provider_concurrency=_integer(env, f"{PREFIX}PROVIDER_CONCURRENCY", 32, 1, 1024),
+            log_level=log_level,
+            options={key: value for key, value in env.items() if key.startswith(PREFIX)},
+        )

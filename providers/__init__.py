@@ -1,0 +1,66 @@
+"""The provider registry: `load_provider` builds the provider that `ATTRIBUTION_PROVIDER` names.
+
+Built-in providers are imported only when chosen, so importing this package never pulls in a private or optional
+dependency. A `module:attribute` path plugs in a provider kept outside the package (a test fake, a site build).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+
+from providers.base import Provider, ProviderConstructionError
+
+ProviderFactory = Callable[[Mapping[str, str]], Provider]
+
+#: registry name -> "module:attribute" of a factory taking the `ATTRIBUTION_*` options
+BUILTIN_PROVIDERS: dict[str, str] = {
+    "fact": "providers.fact:FactProvider.from_options",
+    "kernel_log": "providers.kernel_log:KernelLogProvider.from_options",
+}
+
+PROVIDER_SETTING = "ATTRIBUTION_PROVIDER"
+
+
+def _resolve(path: str) -> ProviderFactory:
+    module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise ProviderConstructionError(f"{PROVIDER_SETTING}={path!r} is not a 'module:attribute' path")
+    try:
+        target: object = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ProviderConstructionError(f"{PROVIDER_SETTING}={path!r}: cannot import {module_name!r}: {exc}") from exc
+    for part in attribute.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError as exc:
+            raise ProviderConstructionError(
+                f"{PROVIDER_SETTING}={path!r}: {module_name!r} has no attribute {attribute!r}"
+            ) from exc
+    if not callable(target):
+        raise ProviderConstructionError(f"{PROVIDER_SETTING}={path!r} does not name a callable provider factory")
+    return target  # type: ignore[return-value]
+
+
+def load_provider(name: str | None, options: Mapping[str, str]) -> Provider:
+    """Construct the provider `name` (a built-in name or `module:attribute`) with the `ATTRIBUTION_*` options.
+
+    Raises ProviderConstructionError with a message that names what is missing.
+    """
+    known = ", ".join(sorted(BUILTIN_PROVIDERS))
+    if not name:
+        raise ProviderConstructionError(
+            f"{PROVIDER_SETTING} is not set: choose one of {known}, or a 'module:attribute' path"
+        )
+    if name in BUILTIN_PROVIDERS:
+        factory = _resolve(BUILTIN_PROVIDERS[name])
+    elif ":" in name:
+        factory = _resolve(name)
+    else:
+        raise ProviderConstructionError(
+            f"{PROVIDER_SETTING}={name!r} is not a known provider: choose one of {known}, or a 'module:attribute' path"
+        )
+    provider = factory(options)
+    if not isinstance(provider, Provider):
+        raise ProviderConstructionError(f"{PROVIDER_SETTING}={name!r} did not build a Provider")
+    return provider

@@ -1,0 +1,215 @@
+"""The provider port: plain domain dataclasses, the provider interface and its typed exceptions.
+
+Providers speak only these types. Nothing here imports Flask, the app or the schemas.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Union
+
+TRACEPARENT_RE = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
+
+
+class Phase(str, enum.Enum):
+    FAST = "fast"
+    SLOW = "slow"
+
+
+class ErrorType(str, enum.Enum):
+    """The public `error.type` values. They are response data, never HTTP status codes."""
+
+    TIMEOUT = "timeout"
+    INSUFFICIENT_TELEMETRY = "insufficient_telemetry"
+    SERVICE_ERROR = "service_error"
+    NO_ATTRIBUTION_AVAILABLE = "no_attribution_available"
+
+    @property
+    def blocks_findings(self) -> bool:
+        """Every type but `insufficient_telemetry` means `attributions` must be empty."""
+        return self is not ErrorType.INSUFFICIENT_TELEMETRY
+
+
+# ---------------------------------------------------------------- request
+
+
+@dataclass(frozen=True)
+class Scope:
+    nodes: tuple[str, ...]
+    ranks: tuple[int, ...]
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+
+
+@dataclass(frozen=True)
+class FailureContext:
+    detected_at: datetime
+    detection_signal: str
+
+
+@dataclass(frozen=True)
+class WorkloadContext:
+    workflow_id: str
+    attempt_index: int
+
+
+@dataclass(frozen=True)
+class AttributionRequest:
+    """One validated request; every datetime is timezone-aware UTC."""
+
+    workload_id: str
+    scope: Scope
+    failure_context: FailureContext
+    timeout_ms: int
+    workload_context: WorkloadContext
+    phase: Phase
+    continue_session: str | None = None
+
+
+# ---------------------------------------------------------------- outcome
+
+
+@dataclass(frozen=True)
+class NodeTarget:
+    name: str
+
+
+@dataclass(frozen=True)
+class AllJobResources:
+    pass
+
+
+Target = Union[NodeTarget, AllJobResources]
+
+
+@dataclass(frozen=True)
+class Evidence:
+    source: str
+    message: str
+    observed_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Finding:
+    target: Target
+    error_category: str
+    observed_at: datetime
+    evidence: tuple[Evidence, ...] = ()
+    # None means unknown, never "low": a provider that has no calibrated value leaves it out.
+    confidence: float | None = None
+
+
+@dataclass(frozen=True)
+class ProviderError:
+    type: ErrorType
+    message: str
+
+
+@dataclass(frozen=True)
+class AttributionOutcome:
+    """What a provider answers. `session_state` is what its `slow` needs to continue (small, JSON-able)."""
+
+    attributions: tuple[Finding, ...] = ()
+    unattributed_targets: tuple[Target, ...] = ()
+    error: ProviderError | None = None
+    session_state: Mapping[str, str | int] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- call context
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """An absolute point on the monotonic clock by which the Adapter stops waiting for the provider."""
+
+    expires_at: float
+
+    @classmethod
+    def after_ms(cls, milliseconds: int) -> Deadline:
+        return cls(time.monotonic() + milliseconds / 1000.0)
+
+    def remaining(self) -> float:
+        """Seconds left, never negative."""
+        return max(0.0, self.expires_at - time.monotonic())
+
+    @property
+    def expired(self) -> bool:
+        return self.remaining() <= 0.0
+
+
+@dataclass(frozen=True)
+class TraceContext:
+    """A W3C trace context that was validated on the way in; providers pass it on to their backends."""
+
+    traceparent: str
+    tracestate: str | None = None
+
+    @property
+    def trace_id(self) -> str:
+        match = TRACEPARENT_RE.match(self.traceparent)
+        return match.group(1) if match else ""
+
+    def headers(self) -> dict[str, str]:
+        headers = {"traceparent": self.traceparent}
+        if self.tracestate:
+            headers["tracestate"] = self.tracestate
+        return headers
+
+
+# ---------------------------------------------------------------- exceptions
+
+
+class ProviderConstructionError(Exception):
+    """The provider (or what it needs for this request) cannot be built: missing package, setting or resource.
+
+    At boot it stops the process; raised from `fast`/`slow` before any processing it is an HTTP 500.
+    The message names what is missing and must be safe to show an operator.
+    """
+
+
+class ProviderProcessingError(Exception):
+    """The provider failed while processing: the answer is 200 with `error.type` `service_error`.
+
+    The message becomes `error.message`: one short sentence, no stack trace, credential or log excerpt.
+    """
+
+
+class ProviderTimeoutError(ProviderProcessingError):
+    """A backend did not answer in time: the answer is 200 with `error.type` `timeout`."""
+
+
+# ---------------------------------------------------------------- interface
+
+
+class Provider(abc.ABC):
+    """A failure-attribution provider. Implementations must be safe to call from several threads at once."""
+
+    #: the registry name, published as `service.provider`
+    name: str = "unnamed"
+    #: the provider's own version, for the info metric and logs
+    version: str = "0"
+
+    @abc.abstractmethod
+    def fast(
+        self, request: AttributionRequest, deadline: Deadline, trace: TraceContext | None
+    ) -> AttributionOutcome:
+        """The fast signal pass that starts a session."""
+
+    @abc.abstractmethod
+    def slow(
+        self,
+        request: AttributionRequest,
+        session_state: Mapping[str, str | int],
+        deadline: Deadline,
+        trace: TraceContext | None,
+    ) -> AttributionOutcome:
+        """The slow pass over the epilog window `scope.start_time`..`scope.end_time` (both present)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what the provider holds; called once when the process stops."""
