@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from flask import Flask, Response, g
 
-from app.sessions import SessionCodec
 from app.service import AttributionService
+from app.sessions import SessionCodec
 from app.settings import Settings
 from providers.base import Provider
 

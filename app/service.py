@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Callable
 
 from app.guard import ContractViolation, check_outcome, public_message
 from app.sessions import InvalidSession, SessionCodec, SessionTooLarge

@@ -43,9 +43,7 @@ class Settings:
         env = os.environ if environ is None else environ
         provider = env.get(f"{PREFIX}PROVIDER", "").strip()
         if not provider:
-            raise SettingsError(
-                f"{PREFIX}PROVIDER is not set: choose fact, kernel_log, or a 'module:attribute' path"
-            )
+            raise SettingsError(f"{PREFIX}PROVIDER is not set: choose fact, kernel_log, or a 'module:attribute' path")
         log_level = env.get(f"{PREFIX}LOG_LEVEL", "info").strip().lower() or "info"
         if log_level not in LOG_LEVELS:
             raise SettingsError(f"{PREFIX}LOG_LEVEL={log_level!r} is not one of {', '.join(LOG_LEVELS)}")
@@ -57,3 +55,36 @@ class Settings:
             log_level=log_level,
             options={key: value for key, value in env.items() if key.startswith(PREFIX)},
         )
+
+
+def _address(environ: Mapping[str, str], name: str, default: str) -> str:
+    raw = (environ.get(name) or default).strip()
+    host, sep, port = raw.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise SettingsError(f"{name}={raw!r} is not a HOST:PORT address")
+    return raw
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """What the gunicorn config needs; read by conf/gunicorn.conf.py before the app is loaded."""
+
+    bind: str = "127.0.0.1:8000"
+    metrics_bind: str = "127.0.0.1:9464"
+    workers: int = 2
+    threads: int = 8
+    graceful_timeout: int = 30
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ServerSettings:
+        env = os.environ if environ is None else environ
+        settings = cls(
+            bind=_address(env, f"{PREFIX}BIND", cls.bind),
+            metrics_bind=_address(env, f"{PREFIX}METRICS_BIND", cls.metrics_bind),
+            workers=_integer(env, f"{PREFIX}WORKERS", cls.workers, 1, 64),
+            threads=_integer(env, f"{PREFIX}THREADS", cls.threads, 1, 256),
+            graceful_timeout=_integer(env, f"{PREFIX}GRACEFUL_TIMEOUT_SECONDS", cls.graceful_timeout, 1, 600),
+        )
+        if settings.bind.rpartition(":")[2] == settings.metrics_bind.rpartition(":")[2]:
+            raise SettingsError(f"{PREFIX}METRICS_BIND must use another port than {PREFIX}BIND")
+        return settings

@@ -12,17 +12,16 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Union
 
 TRACEPARENT_RE = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 
 
-class Phase(str, enum.Enum):
+class Phase(enum.StrEnum):
     FAST = "fast"
     SLOW = "slow"
 
 
-class ErrorType(str, enum.Enum):
+class ErrorType(enum.StrEnum):
     """The public `error.type` values. They are response data, never HTTP status codes."""
 
     TIMEOUT = "timeout"
@@ -85,7 +84,7 @@ class AllJobResources:
     pass
 
 
-Target = Union[NodeTarget, AllJobResources]
+Target = NodeTarget | AllJobResources
 
 
 @dataclass(frozen=True)
@@ -196,9 +195,7 @@ class Provider(abc.ABC):
     version: str = "0"
 
     @abc.abstractmethod
-    def fast(
-        self, request: AttributionRequest, deadline: Deadline, trace: TraceContext | None
-    ) -> AttributionOutcome:
+    def fast(self, request: AttributionRequest, deadline: Deadline, trace: TraceContext | None) -> AttributionOutcome:
         """The fast signal pass that starts a session."""
 
     @abc.abstractmethod

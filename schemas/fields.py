@@ -230,9 +230,7 @@ class UtcDateTime(ContractField):
 
     type_message = m.DATETIME_TYPE
 
-    def _deserialize(
-        self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any
-    ) -> datetime:
+    def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any) -> datetime:
         if not isinstance(value, str):
             raise ValidationError(m.DATETIME_TYPE)
         return parse_timestamp(value)

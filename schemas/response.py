@@ -85,7 +85,7 @@ class FindingSchema(ContractSchema):
     confidence = BoundedNumber(
         minimum=0,
         maximum=1,
-        metadata={"description": "The provider's confidence, 0..1. Absent means unknown, never \"low\"."},
+        metadata={"description": 'The provider\'s confidence, 0..1. Absent means unknown, never "low".'},
     )
 
 
@@ -152,11 +152,18 @@ class AttributionResponseSchema(ContractSchema):
     )
 
 
+class LocItem(ContractField):
+    """One step of a 422 `loc` path: a field name or an array index."""
+
+    def json_schema(self) -> dict[str, Any]:
+        return {"anyOf": [{"type": "string"}, {"type": "integer"}]}
+
+
 class ValidationProblemSchema(ContractSchema):
     loc = ContractList(
-        ContractField(),
+        LocItem(),
         required=True,
-        metadata={"description": "Path to the problem, e.g. [\"body\", \"scope\", \"nodes\", 3]."},
+        metadata={"description": 'Path to the problem, e.g. ["body", "scope", "nodes", 3].'},
     )
     msg = BoundedString(required=True, metadata={"description": "What is wrong, for a person."})
     type = BoundedString(required=True, metadata={"description": "A machine-readable error type, e.g. `int_type`."})

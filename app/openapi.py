@@ -1,0 +1,244 @@
+"""The OpenAPI document, exported from the code: `python -m app.openapi` prints it.
+
+It imports the blueprints' schemas only: no server, no settings, no provider, no private client.
+The output is deterministic (sorted keys, fixed indentation), so the checked-in copy can be compared byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from apispec import APISpec
+from apispec.ext.marshmallow import MarshmallowPlugin
+
+from app import __version__
+from schemas.request import AttributionRequestSchema
+from schemas.response import (
+    TARGET_TYPES,
+    AttributionResponseSchema,
+    ErrorDetailSchema,
+    TargetSchema,
+    ValidationErrorSchema,
+)
+
+OPENAPI_VERSION = "3.0.3"
+
+SEED_EXAMPLE: dict[str, Any] = {
+    "schema_version": "0.1.0",
+    "workload_id": "12345",
+    "scope": {"nodes": ["worker-01"], "ranks": []},
+    "failure_context": {"detected_at": "2026-09-09T12:00:00Z", "detection_signal": "application_error"},
+    "timeout_ms": 10000,
+    "workload_context": {"workflow_id": "training-example", "attempt_index": 0},
+    "phase": "fast",
+}
+
+DESCRIPTION = """\
+The Attribution Adapter answers one question for ADI, the GPU-cluster recovery system: which node, or the job's
+resources as a whole, a distributed training failure can be attributed to, with the evidence. It reports evidence;
+it never decides recovery, which belongs to the caller.
+
+**Errors are data.** `error.type` (`timeout`, `insufficient_telemetry`, `service_error`,
+`no_attribution_available`) is part of a 200 answer, not an HTTP status: a provider that fails while processing
+gives 200 with `service_error`, so callers must read the body. Invalid request shapes are 422; a body over the
+configured limit is 413; a provider that cannot be constructed for the request is 500. An empty list, a missing
+`confidence` or an informational error says nothing about node isolation.
+
+**Phases.** Each request runs one phase synchronously. `fast` starts the provider's fast signal pass and returns a
+new `attribution_session_id`. `slow` continues it: send that id as `continue_session` and the epilog window as
+`scope.start_time` and `scope.end_time`; without the window the provider is not called and the answer is
+`no_attribution_available`. `timeout_ms` bounds how long the Adapter waits for the provider, not the backend work,
+which may go on after the answer; set a caller timeout too.
+
+**Boundary.** `GET /healthz` answers `{"status": "ok"}` for a live process and says nothing about the provider: it
+is not a provider readiness check. Importable models, this document and a 200 from `/healthz` establish the public
+boundary only.
+
+**Callers and network.** The Adapter has no inbound authentication or TLS: run it behind network policy and an
+authenticated TLS or mTLS boundary, and never expose its port or its metrics port publicly. Requests and responses
+carry user IDs, node names and log excerpts. `traceparent`/`tracestate` carry tracing context only; they are not
+credentials. There is no schema version negotiation: deploy matching ADI and Adapter contract versions.
+"""
+
+SCHEMA_DESCRIPTIONS = {
+    "AttributionRequest": "One attribution request for one phase. Unknown fields at any depth are rejected (422).",
+    "AttributionResponse": "The answer to a processed request (HTTP 200), including every `error.type`.",
+    "Scope": "The nodes and ranks in scope, and the window (for `slow`, the epilog window).",
+    "FailureContext": "When and how the failure was detected.",
+    "WorkloadContext": "The workflow and attempt the workload belongs to; sessions are bound to it.",
+    "Finding": "A failure attributed to a target, with the evidence it rests on.",
+    "Evidence": "One piece of evidence, e.g. a kernel log line.",
+    "ErrorInfo": "Why the answer holds no (or only some) findings.",
+    "Service": "Which Adapter and provider answered.",
+    "ValidationError": "The 422 body: one entry per problem, the shape FastAPI callers already parse.",
+    "ValidationProblem": "One problem: where (`loc`), what (`msg`) and its machine-readable `type`.",
+    "ErrorDetail": "The body of 404, 405, 413 and 500 answers. It never carries a stack trace.",
+}
+
+
+def _contract_properties(self: Any, field: Any, ret: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """Publish the bounds that a custom field enforces, from the field itself."""
+    json_schema = getattr(field, "json_schema", None)
+    if json_schema is None:
+        return {}
+    properties = dict(json_schema())
+    if "$ref" in properties and "description" in ret:
+        properties = {"allOf": [{"$ref": properties.pop("$ref")}], **properties}
+    return properties
+
+
+def _target_components(spec: APISpec, converter: Any) -> None:
+    """The `Target` tagged union: one component per kind and a `oneOf` with a discriminator on `type`."""
+    fields = TargetSchema().fields
+    name_property = converter.field2property(fields["name"])
+    refs = {}
+    for kind in TARGET_TYPES:
+        component = "NodeTarget" if kind == "Node" else "AllJobResourcesTarget"
+        properties: dict[str, Any] = {"type": {"type": "string", "enum": [kind]}}
+        required = ["type"]
+        if kind == "Node":
+            properties["name"] = {**name_property, "description": "A node of `scope.nodes`."}
+            required.append("name")
+        spec.components.schema(
+            component,
+            {
+                "type": "object",
+                "properties": properties,
+                "required": required,
+                "additionalProperties": False,
+                "description": "One node." if kind == "Node" else "The job's resources as a whole.",
+            },
+        )
+        refs[kind] = f"#/components/schemas/{component}"
+    spec.components.schema(
+        "Target",
+        {
+            "oneOf": [{"$ref": ref} for ref in refs.values()],
+            "discriminator": {"propertyName": "type", "mapping": refs},
+            "description": "A tagged union on `type`: a `Node` with its `name`, or `AllJobResources`.",
+        },
+    )
+
+
+def _json(schema: str, description: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "description": description,
+        "headers": {"X-Request-ID": {"$ref": "#/components/headers/X-Request-ID"}},
+        "content": {"application/json": {"schema": schema, **extra}},
+    }
+
+
+def build_spec() -> APISpec:
+    plugin = MarshmallowPlugin()
+    spec = APISpec(
+        title="Attribution Adapter",
+        version=__version__,
+        openapi_version=OPENAPI_VERSION,
+        plugins=[plugin],
+        info={"description": DESCRIPTION},
+    )
+    plugin.converter.add_attribute_function(_contract_properties)
+    _target_components(spec, plugin.converter)
+    for name, schema in (
+        ("AttributionRequest", AttributionRequestSchema),
+        ("AttributionResponse", AttributionResponseSchema),
+        ("ValidationError", ValidationErrorSchema),
+        ("ErrorDetail", ErrorDetailSchema),
+    ):
+        spec.components.schema(name, schema=schema)
+    spec.components.header(
+        "X-Request-ID",
+        {"description": "Unique per request, on every response.", "schema": {"type": "string"}},
+    )
+    trace_parameters = [
+        {
+            "name": header,
+            "in": "header",
+            "required": False,
+            "description": text,
+            "schema": {"type": "string"},
+        }
+        for header, text in (
+            ("traceparent", "W3C Trace Context: passed on to provider calls when valid, ignored when not."),
+            ("tracestate", "W3C Trace Context vendor state; read only beside a valid traceparent."),
+        )
+    ]
+    spec.path(
+        path="/v1/attribution",
+        operations={
+            "post": {
+                "operationId": "attribute",
+                "summary": "Attribute a training failure to a node or to the job's resources",
+                "parameters": trace_parameters,
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": "AttributionRequest",
+                            "examples": {"fast": {"summary": "A fast request", "value": SEED_EXAMPLE}},
+                        }
+                    },
+                },
+                "responses": {
+                    "200": _json(
+                        "AttributionResponse",
+                        "Processed, including every `error.type`: read the body.",
+                    ),
+                    "413": _json("ErrorDetail", "The body is larger than the configured limit (default 4 MiB)."),
+                    "422": _json(
+                        "ValidationError",
+                        "The body is not JSON, not an object, has a wrong content type, or breaks a rule.",
+                    ),
+                    "500": _json("ErrorDetail", "The provider could not be constructed for this request."),
+                },
+            }
+        },
+    )
+    spec.path(
+        path="/healthz",
+        operations={
+            "get": {
+                "operationId": "healthz",
+                "summary": "Process liveness; says nothing about the provider",
+                "responses": {
+                    "200": {
+                        "description": "The process serves HTTP. Not a provider readiness check.",
+                        "headers": {"X-Request-ID": {"$ref": "#/components/headers/X-Request-ID"}},
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "properties": {"status": {"type": "string", "enum": ["ok"]}},
+                                    "required": ["status"],
+                                    "additionalProperties": False,
+                                }
+                            }
+                        },
+                    }
+                },
+            }
+        },
+    )
+    return spec
+
+
+def document() -> dict[str, Any]:
+    spec = build_spec().to_dict()
+    for name, text in SCHEMA_DESCRIPTIONS.items():
+        spec["components"]["schemas"][name]["description"] = text
+    return spec
+
+
+def render() -> str:
+    return json.dumps(document(), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+def main() -> int:
+    sys.stdout.write(render())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
