@@ -96,7 +96,7 @@ def _target_components(spec: APISpec, converter: Any) -> None:
     refs = {}
     for kind in TARGET_TYPES:
         component = "NodeTarget" if kind == "Node" else "AllJobResourcesTarget"
-        properties: dict[str, Any] = {"type": {"type": "string", "enum": [kind]}}
+        properties: dict[str, Any] = {"type": {"type": "string", "enum": [kind], "description": "The kind of target."}}
         required = ["type"]
         if kind == "Node":
             properties["name"] = {**name_property, "description": "A node of `scope.nodes`."}
@@ -210,7 +210,10 @@ def build_spec() -> APISpec:
                             "application/json": {
                                 "schema": {
                                     "type": "object",
-                                    "properties": {"status": {"type": "string", "enum": ["ok"]}},
+                                    "properties": {
+                                        "status": {"type": "string", "enum": ["ok"], "description": "Always `ok`."}
+                                    },
+                                    "description": "Liveness only.",
                                     "required": ["status"],
                                     "additionalProperties": False,
                                 }

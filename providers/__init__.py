@@ -22,23 +22,24 @@ BUILTIN_PROVIDERS: dict[str, str] = {
 PROVIDER_SETTING = "ATTRIBUTION_PROVIDER"
 
 
-def _resolve(path: str) -> ProviderFactory:
+def _resolve(path: str, shown: str) -> ProviderFactory:
+    """The factory at `path`; errors show the setting as the operator wrote it (`shown`)."""
     module_name, _, attribute = path.partition(":")
     if not module_name or not attribute:
-        raise ProviderConstructionError(f"{PROVIDER_SETTING}={path!r} is not a 'module:attribute' path")
+        raise ProviderConstructionError(f"{PROVIDER_SETTING}={shown!r} is not a 'module:attribute' path")
     try:
         target: object = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ProviderConstructionError(f"{PROVIDER_SETTING}={path!r}: cannot import {module_name!r}: {exc}") from exc
+        raise ProviderConstructionError(f"{PROVIDER_SETTING}={shown!r}: cannot import {module_name!r}: {exc}") from exc
     for part in attribute.split("."):
         try:
             target = getattr(target, part)
         except AttributeError as exc:
             raise ProviderConstructionError(
-                f"{PROVIDER_SETTING}={path!r}: {module_name!r} has no attribute {attribute!r}"
+                f"{PROVIDER_SETTING}={shown!r}: {module_name!r} has no attribute {attribute!r}"
             ) from exc
     if not callable(target):
-        raise ProviderConstructionError(f"{PROVIDER_SETTING}={path!r} does not name a callable provider factory")
+        raise ProviderConstructionError(f"{PROVIDER_SETTING}={shown!r} does not name a callable provider factory")
     return target  # type: ignore[return-value]
 
 
@@ -53,9 +54,9 @@ def load_provider(name: str | None, options: Mapping[str, str]) -> Provider:
             f"{PROVIDER_SETTING} is not set: choose one of {known}, or a 'module:attribute' path"
         )
     if name in BUILTIN_PROVIDERS:
-        factory = _resolve(BUILTIN_PROVIDERS[name])
+        factory = _resolve(BUILTIN_PROVIDERS[name], name)
     elif ":" in name:
-        factory = _resolve(name)
+        factory = _resolve(name, name)
     else:
         raise ProviderConstructionError(
             f"{PROVIDER_SETTING}={name!r} is not a known provider: choose one of {known}, or a 'module:attribute' path"

@@ -109,7 +109,7 @@ class ErrorInfoSchema(ContractSchema):
 
 
 class ServiceSchema(ContractSchema):
-    name = Choice((SERVICE_NAME,), required=True)
+    name = Choice((SERVICE_NAME,), required=True, metadata={"description": "Always `attribution-adapter`."})
     version = BoundedString(min_length=1, max_length=64, required=True, metadata={"description": "Adapter version."})
     provider = BoundedString(
         min_length=1, max_length=256, required=True, metadata={"description": "The provider that answered."}
@@ -117,8 +117,10 @@ class ServiceSchema(ContractSchema):
 
 
 class AttributionResponseSchema(ContractSchema):
-    schema_version = Choice((SCHEMA_VERSION,), required=True)
-    service = ContractNested(ServiceSchema, required=True)
+    schema_version = Choice((SCHEMA_VERSION,), required=True, metadata={"description": "Always `0.1.0`."})
+    service = ContractNested(
+        ServiceSchema, required=True, metadata={"description": "The Adapter's name and version, and its provider."}
+    )
     request_id = PrintableAscii(
         min_length=1,
         max_length=128,
@@ -172,7 +174,11 @@ class ValidationProblemSchema(ContractSchema):
 class ValidationErrorSchema(ContractSchema):
     """The 422 body: one entry per problem, the shape FastAPI callers already parse."""
 
-    detail = ContractList(ContractNested(ValidationProblemSchema), required=True)
+    detail = ContractList(
+        ContractNested(ValidationProblemSchema),
+        required=True,
+        metadata={"description": "One entry per problem found in the request."},
+    )
 
 
 class ErrorDetailSchema(ContractSchema):

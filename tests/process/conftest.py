@@ -1,0 +1,112 @@
+"""Real gunicorn processes on 127.0.0.1 for the process-level tests, each stopped by its PID."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+import requests
+
+ROOT = Path(__file__).resolve().parents[2]
+BOOT_TIMEOUT_S = 30.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def adapter_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The test process's environment without any ATTRIBUTION_* variable, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ATTRIBUTION_")}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+class Gunicorn:
+    """One gunicorn master started with the project's own config and Procfile command."""
+
+    def __init__(self, env: Mapping[str, str], log_path: Path) -> None:
+        self.port = free_port()
+        self.metrics_port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.metrics_url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        self.log_path = log_path
+        full_env = adapter_env(
+            {
+                "ATTRIBUTION_BIND": f"127.0.0.1:{self.port}",
+                "ATTRIBUTION_METRICS_BIND": f"127.0.0.1:{self.metrics_port}",
+                **env,
+            }
+        )
+        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-c", "conf/gunicorn.conf.py", "wsgi:app"],
+            cwd=ROOT,
+            env=full_env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def output(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self, timeout_s: float = BOOT_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"gunicorn exited {self.process.returncode}:\n{self.output()}")
+            try:
+                if requests.get(f"{self.base_url}/healthz", timeout=1).status_code == 200:
+                    return
+            except requests.ConnectionError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"gunicorn did not serve /healthz within {timeout_s} s:\n{self.output()}")
+
+    def wait_exit(self, timeout_s: float = BOOT_TIMEOUT_S) -> int:
+        return self.process.wait(timeout=timeout_s)
+
+    def worker_pids(self) -> set[int]:
+        """The master's live children, read from /proc."""
+        children = Path(f"/proc/{self.pid}/task/{self.pid}/children")
+        return {int(pid) for pid in children.read_text().split()} if children.exists() else set()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.kill(self.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                os.kill(self.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+        self._log.close()
+
+
+@pytest.fixture
+def start_gunicorn(tmp_path: Path) -> Iterator:
+    started: list[Gunicorn] = []
+
+    def start(env: Mapping[str, str]) -> Gunicorn:
+        server = Gunicorn(env, tmp_path / f"gunicorn-{len(started)}.log")
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
