@@ -1,6 +1,6 @@
 """gunicorn's entry point, and the one place a real process builds its settings and provider."""
 
-import sys
+import logging
 
 from app import create_app
 from app.settings import Settings, SettingsError
@@ -14,7 +14,7 @@ try:
     _settings = Settings.from_env()
     _provider = load_provider(_settings.provider, _settings.options)
 except (SettingsError, ProviderConstructionError) as exc:
-    print(f"attribution-adapter: cannot start: {exc}", file=sys.stderr, flush=True)
+    logging.getLogger("attribution_adapter").critical("attribution-adapter: cannot start: %s", exc)
     raise SystemExit(APP_LOAD_ERROR) from None
 
 app = create_app(_settings, _provider)

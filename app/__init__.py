@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from dataclasses import dataclass
 
-from flask import Flask, Response, g
+from flask import Flask, Response, g, request
 
+from app.logs import LOGGER
+from app.metrics import AdapterMetrics
 from app.service import AttributionService
 from app.sessions import SessionCodec
 from app.settings import Settings
@@ -21,6 +24,7 @@ class AdapterState:
     """What the views need from the factory, kept in `app.extensions["attribution_adapter"]`."""
 
     service: AttributionService
+    metrics: AdapterMetrics
     provider_name: str
     version: str
 
@@ -33,16 +37,41 @@ def register_blueprints(app: Flask) -> None:
     app.register_blueprint(health_bp)
 
 
-def register_request_context(app: Flask) -> None:
+request_log = logging.getLogger(f"{LOGGER}.request")
+
+
+def register_request_context(app: Flask, provider_name: str) -> None:
+    """A request id and a start time for every request; the id on every response and one log line per request."""
+
     @app.before_request
     def _start() -> None:
         g.started_monotonic = time.monotonic()
         g.request_id = uuid.uuid4().hex
 
     @app.after_request
-    def _request_id(response: Response) -> Response:
-        request_id = getattr(g, "request_id", None) or uuid.uuid4().hex
-        response.headers["X-Request-ID"] = request_id
+    def _finish(response: Response) -> Response:
+        if "request_id" not in g:  # failed before before_request ran
+            g.request_id = uuid.uuid4().hex
+        response.headers["X-Request-ID"] = g.request_id
+        started = g.get("started_monotonic")
+        status = response.status_code
+        level = logging.ERROR if status >= 500 else logging.WARNING if status >= 400 else logging.INFO
+        request_log.log(
+            level,
+            "request",
+            extra={
+                "request_id": g.request_id,
+                "trace_id": g.get("trace_id"),
+                "method": request.method,
+                # The route, not the raw path: a path is caller input and unbounded.
+                "path": request.url_rule.rule if request.url_rule is not None else None,
+                "phase": g.get("phase"),
+                "status": status,
+                "outcome": g.get("outcome"),
+                "provider": provider_name,
+                "duration_ms": None if started is None else round((time.monotonic() - started) * 1000, 3),
+            },
+        )
         return response
 
 
@@ -58,13 +87,16 @@ def create_app(settings: Settings | None = None, provider: Provider | None = Non
 
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    logging.getLogger(LOGGER).setLevel(settings.log_level.upper())
+    metrics = AdapterMetrics(app, version=__version__, provider=provider.name, provider_version=provider.version)
     sessions = SessionCodec(provider=provider.name, ttl_seconds=settings.session_ttl_seconds)
-    app.extensions["attribution_adapter"] = AdapterState(
-        service=AttributionService(provider, sessions, settings.provider_concurrency),
-        provider_name=provider.name,
-        version=__version__,
+    service = AttributionService(
+        provider, sessions, settings.provider_concurrency, on_provider_call=metrics.observe_provider_call
     )
-    register_request_context(app)
+    app.extensions["attribution_adapter"] = AdapterState(
+        service=service, metrics=metrics, provider_name=provider.name, version=__version__
+    )
+    register_request_context(app, provider.name)
     register_blueprints(app)
     register_error_handlers(app)
     return app

@@ -35,6 +35,9 @@ def attribution():  # noqa: ANN201 - a Flask view
     adapter = current_app.extensions["attribution_adapter"]
     result = adapter.service.handle(attribution_request, deadline, trace)
     g.outcome = result.label
+    adapter.metrics.observe_answer(
+        g.phase, result.label, [finding.error_category for finding in result.outcome.attributions]
+    )
     body = response_data(
         result.outcome,
         schema_version=SCHEMA_VERSION,

@@ -5,9 +5,11 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.guard import ContractViolation, check_outcome, public_message
@@ -54,10 +56,17 @@ def _error(kind: ErrorType, message: str) -> AttributionOutcome:
 class AttributionService:
     """Runs one phase of one request against the provider, within the request's deadline."""
 
-    def __init__(self, provider: Provider, sessions: SessionCodec, concurrency: int) -> None:
+    def __init__(
+        self,
+        provider: Provider,
+        sessions: SessionCodec,
+        concurrency: int,
+        on_provider_call: Callable[[str, float], None] | None = None,
+    ) -> None:
         self.provider = provider
         self.sessions = sessions
         self.concurrency = concurrency
+        self.on_provider_call = on_provider_call
         self._executor: ThreadPoolExecutor | None = None
         self._executor_pid = 0
         self._lock = threading.Lock()
@@ -103,6 +112,7 @@ class AttributionService:
     ) -> AttributionOutcome:
         """The provider's answer, checked; every failure becomes a typed error. Construction failures propagate."""
         future: Future[AttributionOutcome] = self._pool().submit(call)
+        started = time.monotonic()
         try:
             answer = future.result(timeout=deadline.remaining())
         except FutureTimeout:
@@ -120,6 +130,9 @@ class AttributionService:
         except Exception as exc:  # noqa: BLE001 - any provider failure is a typed error, never a 5xx
             log.error("provider raised %s", type(exc).__name__, exc_info=log.isEnabledFor(logging.DEBUG))
             return _error(ErrorType.SERVICE_ERROR, MSG_PROCESSING)
+        finally:
+            if self.on_provider_call is not None:
+                self.on_provider_call(request.phase.value, time.monotonic() - started)
         try:
             return check_outcome(answer, request.scope)
         except ContractViolation as exc:

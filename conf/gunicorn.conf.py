@@ -3,9 +3,26 @@
 Every value comes from an `ATTRIBUTION_*` variable read in app/settings.py; see the README's table.
 """
 
+import os
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 
-from app.settings import ServerSettings, SettingsError
+# prometheus_client decides at its first import whether it runs in multiprocess mode: set the directory before any
+# import below can pull it in. An operator's directory (read-only root filesystems) is emptied; our own is removed.
+_METRICS_DIR_OWNED = not os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+if _METRICS_DIR_OWNED:
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="attribution-adapter-metrics-")
+else:
+    Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
+    for _stale in Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).glob("*.db"):
+        _stale.unlink()
+
+from prometheus_flask_exporter.multiprocess import GunicornPrometheusMetrics  # noqa: E402
+
+from app.logs import logconfig_dict as _logconfig_dict  # noqa: E402
+from app.settings import LOG_LEVELS, ServerSettings, SettingsError  # noqa: E402
 
 try:
     _server = ServerSettings.from_env()
@@ -20,11 +37,29 @@ worker_class = "gthread"
 threads = _server.threads
 # For gthread workers this is a heartbeat, not a request limit; keep it above the largest timeout_ms (300 s).
 timeout = 330
+# On SIGTERM workers stop accepting and in-flight requests get this long to finish.
 graceful_timeout = _server.graceful_timeout
 keepalive = 5
 # Build settings and provider once in the master: a bad setting or a missing dependency stops the boot
 # before any worker is forked, instead of workers failing one after another.
 preload_app = True
 control_socket_disable = True
-errorlog = "-"
+_level = os.environ.get("ATTRIBUTION_LOG_LEVEL", "info").strip().lower() or "info"
+logconfig_dict = _logconfig_dict(_level if _level in LOG_LEVELS else "info")
 accesslog = None
+
+
+def when_ready(server):  # noqa: ANN001, ANN201 - gunicorn hook
+    """The master serves the summed metrics of all workers on its own port, never on the app's."""
+    host, _, port = _server.metrics_bind.rpartition(":")
+    GunicornPrometheusMetrics.start_http_server_when_ready(int(port), host=host.strip("[]"))
+    server.log.info("metrics on http://%s/metrics", _server.metrics_bind)
+
+
+def child_exit(server, worker):  # noqa: ANN001, ANN201 - gunicorn hook
+    GunicornPrometheusMetrics.mark_process_dead_on_child_exit(worker.pid)
+
+
+def on_exit(server):  # noqa: ANN001, ANN201 - gunicorn hook
+    if _METRICS_DIR_OWNED:
+        shutil.rmtree(os.environ["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)

@@ -63,7 +63,8 @@ class Gunicorn:
         return self.process.pid
 
     def output(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(errors="replace")
 
     def wait_ready(self, timeout_s: float = BOOT_TIMEOUT_S) -> None:

@@ -1,0 +1,50 @@
+"""JSON log lines on stderr, one per request, for the app and for gunicorn alike.
+
+Request and response bodies, evidence text and user ids never reach these lines: only the bounded fields below.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timezone
+from typing import Any
+
+REQUEST_FIELDS = ("request_id", "trace_id", "method", "path", "phase", "status", "outcome", "provider", "duration_ms")
+LOGGER = "attribution_adapter"
+
+
+class JsonFormatter(logging.Formatter):
+    """`{"time", "level", "logger", "message", ...request fields}` on one line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds")[:-6] + "Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name in REQUEST_FIELDS:
+            value = getattr(record, name, None)
+            if value is not None:
+                entry[name] = value
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
+
+
+def logconfig_dict(level: str) -> dict[str, Any]:
+    """The `logging.config.dictConfig` used by gunicorn for its own loggers and the app's."""
+    handler = {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": "app.logs.JsonFormatter"}},
+        "handlers": {"stderr": handler},
+        "root": {"level": "WARNING", "handlers": ["stderr"]},
+        "loggers": {
+            "gunicorn.error": {"level": level.upper(), "handlers": ["stderr"], "propagate": False},
+            "gunicorn.access": {"level": "CRITICAL", "handlers": ["stderr"], "propagate": False},
+            LOGGER: {"level": level.upper(), "handlers": ["stderr"], "propagate": False},
+        },
+    }
