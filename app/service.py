@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.guard import ContractViolation, check_outcome, public_message

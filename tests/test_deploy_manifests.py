@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import copy
 import shlex
 from pathlib import Path
@@ -11,6 +10,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
+
+from app.settings import ServerSettings, Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 MANIFEST_DIR = ROOT / "deploy" / "kubernetes"
@@ -32,9 +33,8 @@ PROMETHEUS_PEER = {
     "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
     "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
 }
-# Used when the Procfile or gunicorn config is not in the tree yet; the real files win once they exist.
+# Used only while the Procfile is not in the tree; the Procfile's web command wins once it exists.
 PROCFILE_COMMAND = "gunicorn -c conf/gunicorn.conf.py wsgi:app"
-GRACEFUL_TIMEOUT_SECONDS = 30
 
 
 def _load(name: str) -> list[dict[str, Any]]:
@@ -102,21 +102,6 @@ def _procfile_command() -> str:
     raise AssertionError("Procfile has no web process")
 
 
-def _graceful_timeout() -> int:
-    """gunicorn's graceful_timeout when conf/gunicorn.conf.py sets it as a literal, else the agreed 30 s."""
-    config = ROOT / "conf" / "gunicorn.conf.py"
-    if config.exists():
-        for node in ast.walk(ast.parse(config.read_text(encoding="utf-8"))):
-            if (
-                isinstance(node, ast.Assign)
-                and any(isinstance(t, ast.Name) and t.id == "graceful_timeout" for t in node.targets)
-                and isinstance(node.value, ast.Constant)
-                and isinstance(node.value.value, int)
-            ):
-                return node.value.value
-    return GRACEFUL_TIMEOUT_SECONDS
-
-
 @pytest.mark.parametrize("name", MANIFEST_FILES)
 def test_manifest_is_valid_for_the_pinned_kubernetes_version_in_strict_mode(name: str) -> None:
     docs = _load(name)
@@ -175,6 +160,11 @@ def test_pod_runs_as_non_root_with_a_read_only_root_filesystem(
     assert pod_spec["automountServiceAccountToken"] is False
 
 
+def test_no_service_link_variables_leak_into_the_settings_prefix(pod_spec: dict[str, Any]) -> None:
+    # The Service is named attribution-adapter: service links would add ATTRIBUTION_ADAPTER_* variables.
+    assert pod_spec["enableServiceLinks"] is False
+
+
 def test_resources_have_requests_and_limits(container: dict[str, Any]) -> None:
     for section in ("requests", "limits"):
         assert {"cpu", "memory"} <= set(container["resources"][section]), section
@@ -201,12 +191,16 @@ def test_tmp_and_the_prometheus_multiprocess_dir_are_on_a_writable_memory_volume
     assert "emptyDir" in volumes[holder["name"]]
 
 
-def test_settings_bind_the_api_and_metrics_ports_on_all_pod_interfaces(container: dict[str, Any]) -> None:
+def test_the_adapters_own_settings_accept_the_environment_and_bind_all_pod_interfaces(
+    container: dict[str, Any],
+) -> None:
     env = _env(container)
-    assert env["ATTRIBUTION_BIND"] == f"0.0.0.0:{API_PORT}"
-    assert env["ATTRIBUTION_METRICS_BIND"] == f"0.0.0.0:{METRICS_PORT}"
-    assert env["ATTRIBUTION_PROVIDER"] in {"fact", "kernel_log"} or ":" in env["ATTRIBUTION_PROVIDER"]
-    if env["ATTRIBUTION_PROVIDER"] == "fact":
+    server = ServerSettings.from_env(env)
+    assert server.bind == f"0.0.0.0:{API_PORT}"
+    assert server.metrics_bind == f"0.0.0.0:{METRICS_PORT}"
+    settings = Settings.from_env(env)
+    assert settings.provider in {"fact", "kernel_log"} or ":" in settings.provider
+    if settings.provider == "fact":
         assert env["ATTRIBUTION_FACT_ENDPOINT"].startswith(("http://", "https://"))
 
 
@@ -234,9 +228,11 @@ def test_liveness_and_readiness_probe_healthz_on_the_api_port(container: dict[st
 def test_termination_grace_outlasts_gunicorns_graceful_timeout_and_the_prestop_pause(
     pod_spec: dict[str, Any], container: dict[str, Any]
 ) -> None:
+    graceful_timeout = ServerSettings.from_env(_env(container)).graceful_timeout
+    assert graceful_timeout == 30
     pre_stop = container.get("lifecycle", {}).get("preStop", {})
     pause = pre_stop.get("sleep", {}).get("seconds", 0)
-    assert pod_spec["terminationGracePeriodSeconds"] > _graceful_timeout() + pause
+    assert pod_spec["terminationGracePeriodSeconds"] > graceful_timeout + pause
 
 
 def test_service_is_cluster_internal_and_exposes_only_the_api_port(
@@ -302,9 +298,7 @@ def test_network_policy_egress_allows_cluster_dns(network_policy: dict[str, Any]
     assert all(rule.get("to") and rule.get("ports") for rule in spec["egress"])
 
 
-def test_hpa_scales_the_deployment_on_cpu_from_two_replicas(
-    hpa: dict[str, Any], deployment: dict[str, Any]
-) -> None:
+def test_hpa_scales_the_deployment_on_cpu_from_two_replicas(hpa: dict[str, Any], deployment: dict[str, Any]) -> None:
     spec = hpa["spec"]
     assert spec["scaleTargetRef"] == {
         "apiVersion": "apps/v1",
