@@ -3,11 +3,40 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Mapping
 from typing import Any
 
 from flask import Request
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from schemas.messages import message_type
+
+CHUNK = 64 * 1024
+DRAIN_SECONDS = 5.0
+
+
+def drain(environ: Mapping[str, Any], max_bytes: int, seconds: float = DRAIN_SECONDS) -> bool:
+    """Read and drop what is left of a refused body, within bounds; True when it was read to its end.
+
+    gunicorn keeps a connection open after a response only when little of the body is left unread, but announces
+    keep-alive before it knows: a client reusing the connection after a 413 would then find it closed. Reading the
+    rest here (up to `max_bytes`, for at most `seconds`) keeps the connection usable and the 413 readable.
+    """
+    stream = environ.get("wsgi.input")
+    if stream is None:
+        return True
+    deadline = time.monotonic() + seconds
+    drained = 0
+    while drained < max_bytes and time.monotonic() < deadline:
+        try:
+            chunk = stream.read(CHUNK)
+        except (OSError, ValueError):
+            return False
+        if not chunk:
+            return True
+        drained += len(chunk)
+    return False
 
 
 class RequestValidationError(Exception):
@@ -57,12 +86,34 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def read_body(request: Request) -> bytes:
+    """The raw body, at most `max_content_length` bytes: past it RequestEntityTooLarge (413), never a cut body.
+
+    With a Content-Length, werkzeug refuses an oversized body before reading it. A chunked body has no length:
+    werkzeug's own limit stops reading at the limit without saying so, so it is read here, one byte past the limit.
+    """
+    limit = request.max_content_length
+    if request.content_length is not None or limit is None or not request.environ.get("wsgi.input_terminated"):
+        return request.get_data(cache=False)
+    stream = request.environ["wsgi.input"]
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = stream.read(min(CHUNK, limit + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            raise RequestEntityTooLarge()
+
+
 def read_json_object(request: Request) -> dict[str, Any]:
     """The body as a dict; RequestValidationError for a wrong content type, bad UTF-8, bad JSON or a non-object.
 
     Reading is bounded by the app's MAX_CONTENT_LENGTH (413 past it), before any check of the content.
     """
-    raw = request.get_data(cache=False)
+    raw = read_body(request)
     if request.mimetype != "application/json":
         raise RequestValidationError(
             [problem(["header", "content-type"], "Content-Type must be application/json", "content_type")]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, Response, jsonify
-from werkzeug.exceptions import HTTPException, InternalServerError
+from flask import Flask, Response, jsonify, request
+from werkzeug.exceptions import HTTPException, InternalServerError, RequestEntityTooLarge
 
-from app.body import RequestValidationError
+from app.body import RequestValidationError, drain
 from providers.base import ProviderConstructionError
 from schemas.response import ErrorDetailSchema, ValidationErrorSchema
 
@@ -48,6 +48,12 @@ def _http_error(error: HTTPException) -> Response:
     return response
 
 
+def _too_large(error: RequestEntityTooLarge) -> Response:
+    limit = request.max_content_length or 0
+    drain(request.environ, max_bytes=4 * limit)
+    return _http_error(error)
+
+
 def _construction_error(error: ProviderConstructionError) -> Response:
     log.error("provider could not be constructed for the request: %s", error)
     return detail_response(500, f"The provider could not be constructed for this request: {error}")
@@ -63,5 +69,6 @@ def register_error_handlers(app: Flask) -> None:
     app.register_error_handler(RequestValidationError, _validation_error)
     app.register_error_handler(ProviderConstructionError, _construction_error)
     app.register_error_handler(InternalServerError, _unexpected)
+    app.register_error_handler(RequestEntityTooLarge, _too_large)
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _unexpected)
