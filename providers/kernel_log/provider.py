@@ -1,0 +1,375 @@
+"""KernelLogProvider: attributes a job failure to nodes from their kernel logs and epilog DCGM results."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from providers.base import (
+    AllJobResources,
+    AttributionOutcome,
+    AttributionRequest,
+    Deadline,
+    ErrorType,
+    Evidence,
+    Finding,
+    NodeTarget,
+    Provider,
+    ProviderConstructionError,
+    ProviderError,
+    Target,
+    TraceContext,
+)
+from providers.kernel_log import epilog
+from providers.kernel_log.catalogue import CATEGORY_RANK, Points
+from providers.kernel_log.collect import Collector, Window
+from providers.kernel_log.parse import Event
+from providers.kernel_log.sources import LogSource
+from providers.kernel_log.sources.files import DEFAULT_COMBINED, FileSource
+from providers.kernel_log.sources.loki import DEFAULT_SELECTOR, PLACEHOLDER, LokiSource
+
+MAX_MESSAGE = 4096
+MAX_EVIDENCE_CAP = 32  # the contract's bound on evidence items per finding
+EPILOG_NOT_CONFIGURED = "epilog health-check logs are not configured"
+SESSION_STATE_VERSION = 1
+
+_KNOWN = frozenset(
+    {
+        "ATTRIBUTION_KERNEL_LOG_SOURCE",
+        "ATTRIBUTION_KERNEL_LOG_DIR",
+        "ATTRIBUTION_KERNEL_LOG_COMBINED_FILES",
+        "ATTRIBUTION_KERNEL_LOG_LOOKBACK_SECONDS",
+        "ATTRIBUTION_KERNEL_LOG_GRACE_SECONDS",
+        "ATTRIBUTION_KERNEL_LOG_MAX_EVIDENCE",
+        "ATTRIBUTION_LOKI_URL",
+        "ATTRIBUTION_LOKI_SELECTOR",
+        "ATTRIBUTION_LOKI_LIMIT",
+        "ATTRIBUTION_LOKI_MAX_PAGES",
+        "ATTRIBUTION_LOKI_TENANT",
+        "ATTRIBUTION_LOKI_HOST_LABEL",
+    }
+)
+_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+
+def cut(text: str, limit: int = MAX_MESSAGE) -> str:
+    """Text of at most `limit` characters; cut text ends in an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# ---------------------------------------------------------------- settings
+
+
+def _get(options: Mapping[str, str], name: str) -> str | None:
+    value = options.get(name)
+    if value is None or not value.strip():
+        return None
+    return value.strip()
+
+
+def _int(options: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    raw = _get(options, name)
+    if raw is None:
+        return default
+    if not re.fullmatch(r"[+-]?\d+", raw):
+        raise ProviderConstructionError(f"{name}={raw!r} is not an integer")
+    value = int(raw)
+    if not low <= value <= high:
+        raise ProviderConstructionError(f"{name}={value} is out of range: it must be between {low} and {high}")
+    return value
+
+
+def _directory(options: Mapping[str, str], name: str) -> Path:
+    raw = _get(options, name)
+    if raw is None:
+        raise ProviderConstructionError(f"{name} is not set")
+    path = Path(raw)
+    if not path.is_dir():
+        raise ProviderConstructionError(f"{name}={raw!r} is not an existing directory")
+    try:
+        next(iter(path.iterdir()), None)
+    except OSError as exc:
+        raise ProviderConstructionError(f"{name}={raw!r} cannot be read: {exc.strerror}") from exc
+    return path
+
+
+@dataclass(frozen=True)
+class Settings:
+    source: LogSource
+    lookback: timedelta
+    grace: timedelta
+    max_evidence: int
+    epilog_dir: Path | None
+
+
+def parse_settings(options: Mapping[str, str]) -> Settings:
+    """Validate the `ATTRIBUTION_*` options of this provider; ProviderConstructionError names what is wrong."""
+    for name in options:
+        if name.startswith(("ATTRIBUTION_KERNEL_LOG_", "ATTRIBUTION_LOKI_")) and name not in _KNOWN:
+            raise ProviderConstructionError(f"{name} is not a kernel_log setting (a typo?)")
+    kind = _get(options, "ATTRIBUTION_KERNEL_LOG_SOURCE")
+    if kind is None:
+        raise ProviderConstructionError("ATTRIBUTION_KERNEL_LOG_SOURCE is not set: choose 'files' or 'loki'")
+    source: LogSource
+    if kind == "files":
+        root = _directory(options, "ATTRIBUTION_KERNEL_LOG_DIR")
+        combined_raw = _get(options, "ATTRIBUTION_KERNEL_LOG_COMBINED_FILES")
+        combined = DEFAULT_COMBINED
+        if combined_raw is not None:
+            combined = tuple(n.strip() for n in combined_raw.split(",") if n.strip())
+            if any("/" in n for n in combined):
+                raise ProviderConstructionError(
+                    "ATTRIBUTION_KERNEL_LOG_COMBINED_FILES must list plain file names, separated by commas"
+                )
+        source = FileSource(root, combined)
+    elif kind == "loki":
+        url = _get(options, "ATTRIBUTION_LOKI_URL")
+        if url is None:
+            raise ProviderConstructionError("ATTRIBUTION_LOKI_URL is not set (required with the loki source)")
+        if not re.match(r"^https?://[^/\s]+", url):
+            raise ProviderConstructionError(f"ATTRIBUTION_LOKI_URL={url!r} is not an http:// or https:// URL")
+        selector = _get(options, "ATTRIBUTION_LOKI_SELECTOR") or DEFAULT_SELECTOR
+        if PLACEHOLDER not in selector:
+            raise ProviderConstructionError(f"ATTRIBUTION_LOKI_SELECTOR must contain the {PLACEHOLDER} placeholder")
+        label = _get(options, "ATTRIBUTION_LOKI_HOST_LABEL") or "host"
+        if not _LABEL.match(label):
+            raise ProviderConstructionError(f"ATTRIBUTION_LOKI_HOST_LABEL={label!r} is not a Loki label name")
+        source = LokiSource(
+            url,
+            selector=selector,
+            limit=_int(options, "ATTRIBUTION_LOKI_LIMIT", 1000, 1, 5000),
+            max_pages=_int(options, "ATTRIBUTION_LOKI_MAX_PAGES", 10, 1, 100),
+            tenant=_get(options, "ATTRIBUTION_LOKI_TENANT"),
+            host_label=label,
+        )
+    else:
+        raise ProviderConstructionError(f"ATTRIBUTION_KERNEL_LOG_SOURCE={kind!r} is unknown: choose 'files' or 'loki'")
+    epilog_dir = None
+    if _get(options, "ATTRIBUTION_EPILOG_DIR") is not None:
+        epilog_dir = _directory(options, "ATTRIBUTION_EPILOG_DIR")
+    return Settings(
+        source=source,
+        lookback=timedelta(seconds=_int(options, "ATTRIBUTION_KERNEL_LOG_LOOKBACK_SECONDS", 900, 1, 86400)),
+        grace=timedelta(seconds=_int(options, "ATTRIBUTION_KERNEL_LOG_GRACE_SECONDS", 120, 0, 3600)),
+        max_evidence=_int(options, "ATTRIBUTION_KERNEL_LOG_MAX_EVIDENCE", 8, 1, MAX_EVIDENCE_CAP),
+        epilog_dir=epilog_dir,
+    )
+
+
+# ---------------------------------------------------------------- rules
+
+
+def fast_window(request: AttributionRequest, lookback: timedelta, grace: timedelta) -> Window | None:
+    """[detected_at - lookback, detected_at + grace] cut to the scope's times; None when nothing is left."""
+    detected = request.failure_context.detected_at
+    start, end = detected - lookback, detected + grace
+    if request.scope.start_time is not None:
+        start = max(start, request.scope.start_time)
+    if request.scope.end_time is not None:
+        end = min(end, request.scope.end_time)
+    return Window(start, end) if start < end else None
+
+
+def _pick_evidence(events: Sequence[Event], worst: str, limit: int, source: str) -> tuple[Evidence, ...]:
+    # The worst category's events come first so they are never crowded out by many lesser ones; the chosen
+    # lines are then given in time order.
+    ranked = sorted(events, key=lambda e: (e.category != worst, e.observed_at))[:limit]
+    ranked.sort(key=lambda e: e.observed_at)
+    return tuple(Evidence(source=source, message=cut(e.line), observed_at=e.observed_at) for e in ranked)
+
+
+def _missing_message(missing: int, total: int, what: str) -> str:
+    return f"no {what} for {missing} of {total} nodes in the window"
+
+
+def attribute(nodes: Sequence[str], collector: Collector, max_evidence: int, source: str) -> AttributionOutcome:
+    """Turn a filled collector into an outcome, following the provider's attribution rules."""
+    with_logs = [n for n in nodes if collector.has_telemetry(n)]
+    if not with_logs:
+        return AttributionOutcome(
+            error=ProviderError(
+                ErrorType.INSUFFICIENT_TELEMETRY, f"no kernel log lines for any of the {len(nodes)} nodes in the window"
+            )
+        )
+    by_node: dict[str, list[Event]] = {}
+    job_events: list[Event] = []
+    for event in collector.events:
+        if event.points is Points.NODE:
+            by_node.setdefault(event.host, []).append(event)
+        elif event.points is Points.JOB:
+            job_events.append(event)
+    findings: list[Finding] = []
+    for node in nodes:
+        events = by_node.get(node)
+        if not events:
+            continue
+        worst = max((e.category for e in events if e.category), key=lambda c: CATEGORY_RANK[c])
+        findings.append(
+            Finding(
+                target=NodeTarget(node),
+                error_category=worst,
+                observed_at=min(e.observed_at for e in events),
+                evidence=_pick_evidence(events, worst, max_evidence, source),
+            )
+        )
+    if not findings and job_events:
+        findings.append(
+            Finding(
+                target=AllJobResources(),
+                error_category="application",
+                observed_at=min(e.observed_at for e in job_events),
+                evidence=_pick_evidence(job_events, "application", max_evidence, source),
+            )
+        )
+    error = None
+    if collector.truncated:
+        # Part of the window was never read, so a node without a finding was not fully looked at.
+        unattributed: tuple[Target, ...] = ()
+        error = ProviderError(
+            ErrorType.INSUFFICIENT_TELEMETRY, "the kernel log window was only partly read (Loki page limit reached)"
+        )
+    else:
+        unattributed = tuple(NodeTarget(n) for n in with_logs if n not in by_node)
+        missing = len(nodes) - len(with_logs)
+        if missing:
+            error = ProviderError(
+                ErrorType.INSUFFICIENT_TELEMETRY, _missing_message(missing, len(nodes), "kernel log lines")
+            )
+    return AttributionOutcome(attributions=tuple(findings), unattributed_targets=unattributed, error=error)
+
+
+def attribute_epilog(
+    nodes: Sequence[str], results: Mapping[str, epilog.NodeResults], max_evidence: int
+) -> AttributionOutcome:
+    """Turn epilog DCGM results into an outcome: failed tests are findings, passing nodes unattributed."""
+    if not any(n in results for n in nodes):
+        return AttributionOutcome(
+            error=ProviderError(
+                ErrorType.INSUFFICIENT_TELEMETRY,
+                f"no epilog health-check results for any of the {len(nodes)} nodes in the window",
+            )
+        )
+    findings: list[Finding] = []
+    unattributed: list[Target] = []
+    for node in nodes:
+        node_results = results.get(node)
+        if node_results is None:
+            continue
+        if node_results.failures:
+            worst = max((f.category for _, f in node_results.failures), key=lambda c: CATEGORY_RANK[c])
+            ordered = sorted(node_results.failures, key=lambda tf: (tf[1].category != worst, tf[0]))[:max_evidence]
+            findings.append(
+                Finding(
+                    target=NodeTarget(node),
+                    error_category=worst,
+                    observed_at=min(when for when, _ in node_results.failures),
+                    evidence=tuple(
+                        Evidence(source="dcgm", message=cut(f"{f.test}: {f.message}"), observed_at=when)
+                        for when, f in ordered
+                    ),
+                )
+            )
+        elif node_results.passed:
+            unattributed.append(NodeTarget(node))
+    missing = sum(1 for n in nodes if n not in results)
+    error = None
+    if missing:
+        error = ProviderError(
+            ErrorType.INSUFFICIENT_TELEMETRY, _missing_message(missing, len(nodes), "epilog health-check results")
+        )
+    return AttributionOutcome(attributions=tuple(findings), unattributed_targets=tuple(unattributed), error=error)
+
+
+# ---------------------------------------------------------------- provider
+
+
+def _unique(nodes: Sequence[str]) -> list[str]:
+    seen: set[str] = set()
+    out: list[str] = []
+    for n in nodes:
+        if n.lower() not in seen:
+            seen.add(n.lower())
+            out.append(n)
+    return out
+
+
+class KernelLogProvider(Provider):
+    """The open `kernel_log` provider: NVIDIA Xid/SXid, PCIe AER and GSP events from the nodes' kernel logs."""
+
+    name = "kernel_log"
+    version = "1"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> KernelLogProvider:
+        """Build the provider from the `ATTRIBUTION_*` options; ProviderConstructionError names what is wrong."""
+        return cls(parse_settings(options))
+
+    def fast(self, request: AttributionRequest, deadline: Deadline, trace: TraceContext | None) -> AttributionOutcome:
+        """Classify the kernel lines of the scope's nodes around `detected_at`."""
+        state = {"v": SESSION_STATE_VERSION}
+        nodes = _unique(request.scope.nodes)
+        if not nodes:
+            return AttributionOutcome(
+                error=ProviderError(
+                    ErrorType.INSUFFICIENT_TELEMETRY, "the scope names no nodes, so no kernel log was read"
+                ),
+                session_state=state,
+            )
+        window = fast_window(request, self.settings.lookback, self.settings.grace)
+        if window is None:
+            return AttributionOutcome(
+                error=ProviderError(
+                    ErrorType.INSUFFICIENT_TELEMETRY, "the failure time lies outside the scope's time range"
+                ),
+                session_state=state,
+            )
+        collector = self.collect(nodes, window, deadline, trace)
+        outcome = attribute(nodes, collector, self.settings.max_evidence, self.settings.source.evidence_source)
+        return AttributionOutcome(
+            attributions=outcome.attributions,
+            unattributed_targets=outcome.unattributed_targets,
+            error=outcome.error,
+            session_state=state,
+        )
+
+    def collect(
+        self, nodes: Sequence[str], window: Window, deadline: Deadline, trace: TraceContext | None
+    ) -> Collector:
+        """Read the window's lines of `nodes` from the configured source (the benchmark calls this too)."""
+        collector = Collector(nodes, window)
+        self.settings.source.scan(collector, deadline, trace)
+        return collector
+
+    def slow(
+        self,
+        request: AttributionRequest,
+        session_state: Mapping[str, str | int],
+        deadline: Deadline,
+        trace: TraceContext | None,
+    ) -> AttributionOutcome:
+        """Read the epilog DCGM results of the scope's nodes inside `scope.start_time`..`end_time`."""
+        # Nothing from the fast pass is needed: the window and nodes come with the request, so any worker or
+        # replica can serve this call.
+        if self.settings.epilog_dir is None:
+            return AttributionOutcome(error=ProviderError(ErrorType.INSUFFICIENT_TELEMETRY, EPILOG_NOT_CONFIGURED))
+        nodes = _unique(request.scope.nodes)
+        if not nodes:
+            return AttributionOutcome(
+                error=ProviderError(ErrorType.INSUFFICIENT_TELEMETRY, "the scope names no nodes, so no epilog was read")
+            )
+        start, end = request.scope.start_time, request.scope.end_time
+        if start is None or end is None:  # the app never calls slow without both; answer sanely anyway
+            return AttributionOutcome(
+                error=ProviderError(ErrorType.NO_ATTRIBUTION_AVAILABLE, "the epilog window needs a start and end time")
+            )
+        results = epilog.read_epilog(self.settings.epilog_dir, nodes, start, end, deadline)
+        return attribute_epilog(nodes, results, self.settings.max_evidence)
+
+
+__all__ = ["KernelLogProvider", "Settings", "parse_settings", "fast_window", "attribute", "attribute_epilog"]

@@ -1,0 +1,297 @@
+"""The `files` source: a central rsyslog server's directory, read by binary search on byte offsets."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import BinaryIO
+
+from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, TraceContext
+from providers.kernel_log.collect import Collector
+from providers.kernel_log.parse import ParsedLine, parse_line
+
+#: lines are expected in time order within this much (a relay's queue or several senders in one file may
+#: interleave slightly); the search starts this much early and reading stops this much late
+ORDER_SLACK = timedelta(seconds=60)
+#: the binary search stops narrowing below this many bytes and scans forward from there
+SEARCH_BLOCK = 4 * 1024
+#: bytes read at one probe of the search, and at most per probe when looking for a parseable line
+PROBE_CHUNK = 1024
+PROBE_LIMIT = 64 * 1024
+READ_CHUNK = 16 * 1024
+#: a "line" longer than this is cut: it is not a syslog line and must not grow the buffer without bound
+MAX_LINE = 1024 * 1024
+#: default base names of files that hold many hosts
+DEFAULT_COMBINED = ("kern.log", "kernel.log", "syslog", "messages", "all.log")
+
+# `<base>` with an optional rotation suffix: `.N`, `-YYYYMMDD` (logrotate dateext), then `.gz`.
+_ROTATED = re.compile(r"^(?P<base>.+?)(?:\.(?P<num>\d+)|-(?P<date>\d{8}))?(?P<gz>\.gz)?$")
+
+_Emit = Callable[[ParsedLine, str], None]
+
+
+@dataclass(frozen=True)
+class LogFile:
+    path: Path
+    gz: bool
+    order: tuple[int, int]  # newest first when sorted ascending
+
+
+def _rotation(name: str) -> tuple[str, bool, tuple[int, int]]:
+    m = _ROTATED.match(name)
+    assert m is not None  # the pattern matches every non-empty name
+    if m.group("num"):
+        order = (1, int(m.group("num")))
+    elif m.group("date"):
+        order = (2, -int(m.group("date")))
+    else:
+        order = (0, 0)
+    return m.group("base"), bool(m.group("gz")), order
+
+
+class _Counter:
+    """A read-only file wrapper that counts the bytes it hands out (gzip reads through it)."""
+
+    def __init__(self, raw: BinaryIO, collector: Collector) -> None:
+        self._raw = raw
+        self._collector = collector
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._raw.read(size)
+        self._collector.bytes_read += len(data)
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._raw.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+
+class FileSource:
+    """Reads `<dir>/<host>/*`, `<dir>/<host>[.log]*` and combined files such as `<dir>/kern.log*`."""
+
+    evidence_source = "syslog"
+
+    def __init__(self, root: Path, combined: tuple[str, ...] = DEFAULT_COMBINED) -> None:
+        self.root = root
+        self.combined = frozenset(combined)
+
+    # ------------------------------------------------------------ layout
+
+    def plan(self, collector: Collector) -> list[tuple[str | None, list[LogFile]]]:
+        """The rotation groups to read: (forced node or None for combined files, files newest first)."""
+        groups: dict[tuple[str, str | None, str], list[LogFile]] = {}
+        try:
+            entries = list(os.scandir(self.root))
+        except OSError as exc:
+            raise ProviderProcessingError("the kernel log directory could not be read") from exc
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+                is_file = entry.is_file()
+            except OSError:
+                continue
+            if is_dir:
+                node = collector.node_for(entry.name)
+                if node is None:
+                    continue  # a host outside the scope: never opened
+                try:
+                    inner = list(os.scandir(entry.path))
+                except OSError as exc:
+                    raise ProviderProcessingError("a kernel log folder could not be read") from exc
+                for sub in inner:
+                    if sub.is_file():
+                        base, gz, order = _rotation(sub.name)
+                        groups.setdefault((entry.name, node, base), []).append(LogFile(Path(sub.path), gz, order))
+            elif is_file:
+                base, gz, order = _rotation(entry.name)
+                if base in self.combined:
+                    node = None
+                else:
+                    stem = base[: -len(".log")] if base.endswith(".log") else base
+                    node = collector.node_for(stem)
+                    if node is None:
+                        continue
+                groups.setdefault(("", node, base), []).append(LogFile(Path(entry.path), gz, order))
+        return [
+            (node, sorted(files, key=lambda f: f.order))
+            for (_, node, _), files in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][2]))
+        ]
+
+    # ------------------------------------------------------------ reading
+
+    def scan(self, collector: Collector, deadline: Deadline, trace: TraceContext | None = None) -> None:
+        """Read the window of every planned file into the collector."""
+        for node, files in self.plan(collector):
+            emit = self._emitter(collector, node)
+            self._read_group(files, collector, emit, deadline)
+
+    @staticmethod
+    def _emitter(collector: Collector, node: str | None) -> _Emit:
+        def emit(parsed: ParsedLine, raw: str) -> None:
+            target = node if node is not None else collector.node_for(parsed.host)
+            if target is not None:
+                collector.add(target, parsed.observed_at, parsed.message, raw, parsed.tag)
+
+        return emit
+
+    def _read_group(self, files: list[LogFile], collector: Collector, emit: _Emit, deadline: Deadline) -> None:
+        lo = collector.window.start - ORDER_SLACK
+        hi = collector.window.end + ORDER_SLACK
+        newer_first: datetime | None = None  # first line time of the next newer file of the rotation
+        for log in files:
+            _check(deadline)
+            # File times are not used: copies and checkouts reset them; the lines' own times decide.
+            if newer_first is not None and newer_first < lo:
+                break  # everything in this and older files precedes the newer file's first line
+            try:
+                if log.gz:
+                    newer_first = self._read_gz(log.path, collector, emit, lo, hi, deadline)
+                else:
+                    newer_first = self._read_plain(log.path, collector, emit, lo, hi, deadline)
+            except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+                raise ProviderProcessingError("a kernel log file could not be read") from exc
+
+    def _read_gz(
+        self, path: Path, collector: Collector, emit: _Emit, lo: datetime, hi: datetime, deadline: Deadline
+    ) -> datetime | None:
+        # A gzip stream cannot seek: look at its first line, skip it when it starts after the window, else
+        # stream it from the top and stop past the window's end.
+        with path.open("rb") as raw:
+            first = _first_time(gzip.GzipFile(fileobj=_Counter(raw, collector), mode="rb"))  # type: ignore[arg-type]
+        if first is not None and first > hi:
+            return first
+        with path.open("rb") as raw:
+            stream = gzip.GzipFile(fileobj=_Counter(raw, collector), mode="rb")  # type: ignore[arg-type]
+            _forward(_chunks(stream), emit, hi, deadline)
+        return first
+
+    def _read_plain(
+        self, path: Path, collector: Collector, emit: _Emit, lo: datetime, hi: datetime, deadline: Deadline
+    ) -> datetime | None:
+        with path.open("rb") as raw:
+            f = _Counter(raw, collector)
+            size = os.fstat(raw.fileno()).st_size
+            _, first = _probe(f, 0, size)
+            if first is not None and first > hi:
+                return first
+            offset = _search(f, size, lo, deadline)
+            f.seek(offset)
+            _forward(_chunks(f), emit, hi, deadline)
+        return first
+
+
+def _check(deadline: Deadline) -> None:
+    if deadline.expired:
+        raise ProviderTimeoutError("reading the kernel logs did not finish in time")
+
+
+def _chunks(f: _Counter | gzip.GzipFile) -> Iterator[bytes]:
+    while True:
+        chunk = f.read(READ_CHUNK)
+        if not chunk:
+            return
+        yield chunk
+
+
+def _first_time(f: gzip.GzipFile) -> datetime | None:
+    """The first parseable timestamp within the first PROBE_LIMIT bytes of a stream."""
+    data = f.read(PROBE_LIMIT)
+    for raw in data.split(b"\n")[:-1] if b"\n" in data else [data]:
+        parsed = parse_line(raw.decode("utf-8", "replace"))
+        if parsed is not None:
+            return parsed.observed_at
+    return None
+
+
+def _probe(f: _Counter, pos: int, end: int) -> tuple[int, datetime | None]:
+    """(start, time) of the first parseable line starting at or after `pos` (looking at most PROBE_LIMIT bytes)."""
+    if pos > 0:
+        f.seek(pos - 1)
+        data = f.read(PROBE_CHUNK)
+        base = pos - 1
+        nl = data.find(b"\n")
+        while nl < 0 and len(data) < PROBE_LIMIT:
+            more = f.read(PROBE_CHUNK)
+            if not more:
+                return end, None
+            data += more
+            nl = data.find(b"\n")
+        if nl < 0:
+            return end, None
+        line_start = base + nl + 1
+        data = data[nl + 1 :]
+    else:
+        f.seek(0)
+        data = f.read(PROBE_CHUNK)
+        line_start = 0
+    consumed = 0
+    while line_start < end and consumed < PROBE_LIMIT:
+        nl = data.find(b"\n")
+        if nl < 0:
+            more = f.read(PROBE_CHUNK)
+            if not more:
+                nl = len(data)
+            else:
+                data += more
+                continue
+        parsed = parse_line(data[: min(nl, 512)].decode("utf-8", "replace"))
+        if parsed is not None:
+            return line_start, parsed.observed_at
+        line_start += nl + 1
+        consumed += nl + 1
+        data = data[nl + 1 :]
+        if not data:
+            data = f.read(PROBE_CHUNK)
+            if not data:
+                break
+    return line_start, None
+
+
+def _search(f: _Counter, size: int, target: datetime, deadline: Deadline) -> int:
+    """A byte offset at or before the first line at or after `target`, within SEARCH_BLOCK of it."""
+    lo, hi = 0, size
+    while hi - lo > SEARCH_BLOCK:
+        _check(deadline)
+        mid = (lo + hi) // 2
+        start, ts = _probe(f, mid, hi)
+        if ts is not None and ts < target and start < hi:
+            lo = start
+        else:
+            # At or past the target, or nothing readable near here: searching earlier is always safe.
+            hi = mid
+    return lo
+
+
+def _forward(chunks: Iterator[bytes], emit: _Emit, stop_after: datetime, deadline: Deadline) -> None:
+    """Emit lines in order until the first one later than `stop_after` (which is still emitted, for coverage)."""
+    rest = b""
+    for chunk in chunks:
+        _check(deadline)
+        rest += chunk
+        lines = rest.split(b"\n")
+        rest = lines.pop()
+        if len(rest) > MAX_LINE:
+            rest = b""
+        for raw in lines:
+            if _emit_line(raw, emit, stop_after):
+                return
+    if rest:
+        _emit_line(rest, emit, stop_after)
+
+
+def _emit_line(raw: bytes, emit: _Emit, stop_after: datetime) -> bool:
+    """Emit one line; True when it is past `stop_after` and reading should stop."""
+    text = raw.decode("utf-8", "replace").rstrip("\r")
+    parsed = parse_line(text)
+    if parsed is None:
+        return False  # unparseable or BSD-format line: skipped, never fatal
+    emit(parsed, text)
+    return parsed.observed_at > stop_after

@@ -1,0 +1,171 @@
+"""The `files` source: layout, rotation, binary search by byte offset, failures."""
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from providers.base import Deadline, NodeTarget, ProviderProcessingError, ProviderTimeoutError
+from providers.kernel_log.collect import Collector, Window
+from providers.kernel_log.sources.files import FileSource
+from tests.kernel_log.conftest import (
+    DETECTED,
+    HEALTHY,
+    at,
+    deadline,
+    dmesg,
+    healthy_lines,
+    journal,
+    make_request,
+    rfc5424,
+    rsyslog,
+    write_lines,
+    xid,
+)
+
+WINDOW = Window(at(-15), at(2))
+
+
+def _scan(root: Path, nodes: list[str], window: Window = WINDOW) -> Collector:
+    c = Collector(nodes, window)
+    FileSource(root).scan(c, deadline(), None)
+    return c
+
+
+def test_big_file_is_searched_not_read(tmp_path: Path) -> None:
+    # One line every second for a day (~10 MB); the 17-minute window must cost a small share of it.
+    start = DETECTED - timedelta(hours=20)
+    lines = [rsyslog(start + timedelta(seconds=i), "worker-01", HEALTHY + " " + "x" * 20) for i in range(86400)]
+    lines[72000 - 30] = rsyslog(at(-0.5), "worker-01", xid(48))  # 12:00 is line 72000
+    path = write_lines(tmp_path / "worker-01" / "kern.log", sorted(lines))
+    c = _scan(tmp_path, ["worker-01"])
+    size = path.stat().st_size
+    assert c.bytes_read < size / 20
+    assert [e.code for e in c.events] == [48]
+    assert c.lines_in_window["worker-01"] == 17 * 60 + 1  # 11:45:00..12:02:00, both ends included
+
+
+def test_lines_outside_window_do_not_count_and_unparseable_lines_are_skipped(tmp_path: Path) -> None:
+    write_lines(
+        tmp_path / "worker-01.log",
+        [
+            rsyslog(at(-30), "worker-01", xid(79)),  # before the window
+            "garbage without a timestamp",
+            "Sep  9 11:59:00 worker-01 kernel: " + xid(79),  # BSD: refused
+            rsyslog(at(-1), "worker-01", HEALTHY),
+            rsyslog(at(5), "worker-01", xid(79)),  # after the window
+        ],
+    )
+    c = _scan(tmp_path, ["worker-01"])
+    assert c.events == []
+    assert c.lines_in_window == {"worker-01": 1}
+
+
+def test_layouts_folder_file_and_combined(tmp_path: Path) -> None:
+    write_lines(tmp_path / "worker-01" / "kern.log", [rsyslog(at(-1), "worker-01", xid(48))])
+    write_lines(tmp_path / "worker-02.log", [journal(at(-1), "worker-02", xid(74))])
+    write_lines(tmp_path / "worker-03", [dmesg(at(-1), xid(95))])  # bare host name, dmesg lines: file names host
+    write_lines(
+        tmp_path / "syslog",
+        [rfc5424(at(-2), "worker-04", xid(64)), rfc5424(at(-2), "worker-99", xid(79))],
+    )
+    c = _scan(tmp_path, ["worker-01", "worker-02", "worker-03", "worker-04"])
+    assert sorted((e.host, e.code) for e in c.events) == [
+        ("worker-01", 48),
+        ("worker-02", 74),
+        ("worker-03", 95),
+        ("worker-04", 64),
+    ]
+
+
+def test_files_of_hosts_outside_scope_are_never_opened(tmp_path: Path) -> None:
+    write_lines(tmp_path / "worker-01.log", [rsyslog(at(-1), "worker-01", HEALTHY)])
+    # Unreadable garbage under other hosts' names would fail the request if it were opened.
+    (tmp_path / "worker-02.log.gz").write_bytes(b"not gzip at all")
+    (tmp_path / "worker-03").mkdir()
+    (tmp_path / "worker-03" / "kern.log.gz").write_bytes(b"not gzip at all")
+    c = _scan(tmp_path, ["worker-01"])
+    assert c.lines_in_window == {"worker-01": 1}
+
+
+def test_hostnames_match_case_insensitively_and_keep_scope_spelling(tmp_path: Path) -> None:
+    write_lines(tmp_path / "kern.log", [rsyslog(at(-1), "Worker-01", xid(48))])
+    c = _scan(tmp_path, ["worker-01"])
+    assert [e.host for e in c.events] == ["worker-01"]
+
+
+def test_non_kernel_lines_are_not_classified(tmp_path: Path) -> None:
+    write_lines(
+        tmp_path / "worker-01.log",
+        [rsyslog(at(-1), "worker-01", xid(79), tag="logger"), rfc5424(at(-1), "worker-01", xid(79), app="myapp")],
+    )
+    c = _scan(tmp_path, ["worker-01"])
+    assert c.events == [] and c.lines_in_window == {"worker-01": 2}
+
+
+def test_rotation_gz_overlapping_the_window_is_streamed(tmp_path: Path) -> None:
+    folder = tmp_path / "worker-01"
+    # Rotated at 11:55: the event at 11:50 is in kern.log.1.gz, the current file starts after it.
+    write_lines(
+        folder / "kern.log.1.gz",
+        [rsyslog(at(-40), "worker-01", HEALTHY), rsyslog(at(-10), "worker-01", xid(48))],
+        gz=True,
+    )
+    write_lines(folder / "kern.log", [rsyslog(at(-5), "worker-01", HEALTHY)])
+    c = _scan(tmp_path, ["worker-01"])
+    assert [e.code for e in c.events] == [48]
+
+
+def test_rotated_files_before_the_window_are_skipped(tmp_path: Path) -> None:
+    folder = tmp_path / "worker-01"
+    write_lines(folder / "kern.log", [rsyslog(at(-60), "worker-01", HEALTHY), rsyslog(at(-1), "worker-01", xid(48))])
+    write_lines(folder / "kern.log.1", [rsyslog(at(-120), "worker-01", HEALTHY)])
+    # Older than kern.log.1 whose first line precedes the window: never opened (it would fail if it were).
+    (folder / "kern.log.2.gz").write_bytes(b"corrupt")
+    (folder / "kern.log-20260901.gz").write_bytes(b"corrupt")
+    c = _scan(tmp_path, ["worker-01"])
+    assert [e.code for e in c.events] == [48]
+
+
+def test_gz_starting_after_the_window_is_not_streamed(tmp_path: Path) -> None:
+    big = [rsyslog(at(60) + timedelta(seconds=i), "worker-01", HEALTHY) for i in range(20000)]
+    path = write_lines(tmp_path / "worker-01.log.gz", big, gz=True)
+    c = _scan(tmp_path, ["worker-01"])
+    assert c.lines_in_window == {} and c.bytes_read < path.stat().st_size
+
+
+def test_coverage_counts_a_quiet_node_whose_log_spans_the_window(tmp_path: Path) -> None:
+    write_lines(
+        tmp_path / "worker-01.log", [rsyslog(at(-60), "worker-01", HEALTHY), rsyslog(at(30), "worker-01", HEALTHY)]
+    )
+    write_lines(tmp_path / "worker-02.log", [rsyslog(at(-60), "worker-02", HEALTHY)])  # stops before the window
+    c = _scan(tmp_path, ["worker-01", "worker-02"])
+    assert c.has_telemetry("worker-01") and not c.has_telemetry("worker-02")
+
+
+def test_corrupt_gz_in_the_window_is_a_processing_error(files_provider, tmp_path: Path) -> None:
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "worker-01.log.gz").write_bytes(b"\x1f\x8b\x08\x00garbage")
+    with pytest.raises(ProviderProcessingError) as info:
+        files_provider().fast(make_request(["worker-01"]), deadline(), None)
+    assert "could not be read" in str(info.value)
+
+
+def test_directory_removed_after_boot_is_a_processing_error(files_provider, tmp_path: Path) -> None:
+    provider = files_provider()
+    (tmp_path / "logs").rmdir()
+    with pytest.raises(ProviderProcessingError):
+        provider.fast(make_request(["worker-01"]), deadline(), None)
+
+
+def test_expired_deadline_is_a_timeout(files_provider, tmp_path: Path) -> None:
+    write_lines(tmp_path / "logs" / "worker-01.log", healthy_lines("worker-01", at(-30), at(5)))
+    with pytest.raises(ProviderTimeoutError):
+        files_provider().fast(make_request(["worker-01"]), Deadline(0.0), None)
+
+
+def test_end_to_end_per_host_file_finding(files_provider, tmp_path: Path) -> None:
+    write_lines(tmp_path / "logs" / "worker-01.log", [rsyslog(at(-1), "worker-01", xid(79))])
+    outcome = files_provider().fast(make_request(["worker-01"]), deadline(), None)
+    assert [f.target for f in outcome.attributions] == [NodeTarget("worker-01")]
+    assert outcome.attributions[0].evidence[0].source == "syslog"

@@ -1,0 +1,49 @@
+"""The shipped samples (conf/samples) with the seed's example request: worker-01 gets the finding."""
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from providers.base import ErrorType, NodeTarget, Phase
+from providers.kernel_log import KernelLogProvider
+from tests.kernel_log.conftest import deadline, make_request
+
+SAMPLES = Path(__file__).resolve().parents[2] / "conf" / "samples"
+OPTIONS = {
+    "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
+    "ATTRIBUTION_KERNEL_LOG_DIR": str(SAMPLES / "kernel-logs"),
+    "ATTRIBUTION_EPILOG_DIR": str(SAMPLES / "epilog"),
+}
+
+
+def test_seed_request_yields_the_worker_01_finding() -> None:
+    # {"scope":{"nodes":["worker-01"],"ranks":[]},"failure_context":{"detected_at":"2026-09-09T12:00:00Z",...}}
+    outcome = KernelLogProvider.from_options(OPTIONS).fast(make_request(["worker-01"]), deadline(), None)
+    (finding,) = outcome.attributions
+    assert finding.target == NodeTarget("worker-01")
+    assert finding.error_category == "gpu_off_bus"
+    assert finding.observed_at == datetime(2026, 9, 9, 11, 58, 12, 123481, tzinfo=UTC)
+    assert any("Xid (PCI:0000:91:00): 79" in e.message for e in finding.evidence)
+    assert outcome.unattributed_targets == () and outcome.error is None
+
+
+def test_all_sample_nodes() -> None:
+    nodes = ["worker-01", "worker-02", "worker-03", "worker-04"]
+    outcome = KernelLogProvider.from_options(OPTIONS).fast(make_request(nodes), deadline(), None)
+    assert [f.target for f in outcome.attributions] == [NodeTarget("worker-01")]
+    # worker-02's Xid 13/43 point at the job, but a node finding exists; worker-04 only has a correctable AER.
+    assert outcome.unattributed_targets == (NodeTarget("worker-02"), NodeTarget("worker-03"), NodeTarget("worker-04"))
+    only_app = KernelLogProvider.from_options(OPTIONS).fast(make_request(["worker-02", "worker-03"]), deadline(), None)
+    assert [f.error_category for f in only_app.attributions] == ["application"]
+
+
+def test_sample_epilog() -> None:
+    req = make_request(
+        ["worker-01", "worker-03", "worker-04"],
+        start=datetime(2026, 9, 9, 8, tzinfo=UTC),
+        end=datetime(2026, 9, 9, 12, 30, tzinfo=UTC),
+        phase=Phase.SLOW,
+    )
+    outcome = KernelLogProvider.from_options(OPTIONS).slow(req, {"v": 1}, deadline(), None)
+    assert [(f.target, f.error_category) for f in outcome.attributions] == [(NodeTarget("worker-01"), "gpu_memory")]
+    assert outcome.unattributed_targets == (NodeTarget("worker-03"),)
+    assert outcome.error is not None and outcome.error.type is ErrorType.INSUFFICIENT_TELEMETRY
