@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint openapi run clean
+.PHONY: venv test lint openapi run docs clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -26,3 +26,15 @@ openapi: $(STAMP)
 
 clean:
 	rm -rf $(VENV) site .pytest_cache .ruff_cache
+
+## run: start gunicorn with the open kernel_log provider on the sample logs in conf/samples (127.0.0.1:8000)
+run: $(STAMP)
+	ATTRIBUTION_PROVIDER=kernel_log \
+	ATTRIBUTION_KERNEL_LOG_SOURCE=files \
+	ATTRIBUTION_KERNEL_LOG_DIR=conf/samples/kernel-logs \
+	ATTRIBUTION_EPILOG_DIR=conf/samples/epilog \
+	$(VENV)/bin/gunicorn -c conf/gunicorn.conf.py wsgi:app
+
+## docs: lint docs/openapi.json and build the static reference into site/ (Redocly CLI, pinned in docs/package.json)
+docs:
+	bash docs/build-site.sh
