@@ -12,6 +12,8 @@ from dataclasses import replace
 from datetime import datetime, timezone
 
 from providers.base import (
+    MAX_EVIDENCE,
+    MAX_EVIDENCE_MESSAGE,
     AllJobResources,
     AttributionOutcome,
     ErrorType,
@@ -20,28 +22,21 @@ from providers.base import (
     NodeTarget,
     ProviderError,
     Scope,
+    cut_text,
 )
 
 TOKEN = re.compile(r"[a-z][a-z0-9_]{0,63}")
-MAX_EVIDENCE = 32
-MAX_EVIDENCE_MESSAGE = 4096
 MAX_ERROR_MESSAGE = 512
-ELLIPSIS = "…"
 
 
 class ContractViolation(Exception):
     """The provider's answer broke the contract; the message says how (for logs, never evidence text)."""
 
 
-def truncate(text: str, limit: int) -> str:
-    """`text` cut to `limit` characters, ending in an ellipsis when it was cut."""
-    return text if len(text) <= limit else text[: limit - 1] + ELLIPSIS
-
-
 def public_message(text: str, fallback: str) -> str:
     """One short line for `error.message`: the first line, bounded; the fallback when empty."""
     first_line = (text or "").strip().splitlines()[0].strip() if (text or "").strip() else ""
-    return truncate(first_line or fallback, MAX_ERROR_MESSAGE)
+    return cut_text(first_line or fallback, MAX_ERROR_MESSAGE)
 
 
 def _utc(value: object, what: str) -> datetime:
@@ -77,7 +72,7 @@ def _evidence(item: object, what: str) -> Evidence:
     observed_at = None if item.observed_at is None else _utc(item.observed_at, f"{what}.observed_at")
     return Evidence(
         source=_token(item.source, f"{what}.source"),
-        message=truncate(item.message, MAX_EVIDENCE_MESSAGE),
+        message=cut_text(item.message, MAX_EVIDENCE_MESSAGE),
         observed_at=observed_at,
     )
 

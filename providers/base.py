@@ -15,6 +15,16 @@ from datetime import datetime
 
 TRACEPARENT_RE = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 
+#: the contract's bounds on a finding's evidence, which every provider and the app's guard apply
+MAX_EVIDENCE = 32
+MAX_EVIDENCE_MESSAGE = 4096
+ELLIPSIS = "…"
+
+
+def cut_text(text: str, limit: int = MAX_EVIDENCE_MESSAGE) -> str:
+    """`text` of at most `limit` characters; text that was cut ends in an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1] + ELLIPSIS
+
 
 class Phase(enum.StrEnum):
     FAST = "fast"

@@ -20,11 +20,11 @@ from providers.base import (
     NodeTarget,
     ProviderError,
     ProviderProcessingError,
+    cut_text,
 )
 
 log = logging.getLogger("attribution_adapter.providers.fact")
 
-MAX_MESSAGE = 4096
 MAX_ATTRIBUTOR_ID = 200
 MSG_UNREADABLE = "FACT answered with an unreadable result"
 MSG_OUT_OF_SCOPE = "FACT named a node outside the request's scope"
@@ -169,10 +169,6 @@ def category_token(categories: Sequence[str]) -> str:
     return "unknown"
 
 
-def _cut(text: str) -> str:
-    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
-
-
 def _finding(target: NodeTarget | AllJobResources, verdict: _Verdict, fallback: datetime, limit: int) -> Finding:
     symptoms = verdict.symptoms
     return Finding(
@@ -180,7 +176,7 @@ def _finding(target: NodeTarget | AllJobResources, verdict: _Verdict, fallback: 
         error_category=category_token([category for _, category, _ in symptoms]),
         # A verdict without symptoms has no time of its own: the caller's detection time is the best bound.
         observed_at=symptoms[0][0] if symptoms else fallback,
-        evidence=tuple(Evidence("fact", _cut(message), at) for at, _, message in symptoms[:limit]),
+        evidence=tuple(Evidence("fact", cut_text(message), at) for at, _, message in symptoms[:limit]),
         confidence=verdict.probability,
     )
 

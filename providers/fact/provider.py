@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from providers.base import (
+    MAX_EVIDENCE,
     AttributionOutcome,
     AttributionRequest,
     Deadline,
@@ -26,9 +27,8 @@ from providers.fact.client import PRINTABLE_ATTRIBUTOR_ID, FactClient, translate
 log = logging.getLogger("attribution_adapter.providers.fact")
 
 ENDPOINT = "ATTRIBUTION_FACT_ENDPOINT"
-MAX_EVIDENCE = "ATTRIBUTION_FACT_MAX_EVIDENCE"
+MAX_EVIDENCE_SETTING = "ATTRIBUTION_FACT_MAX_EVIDENCE"
 DEFAULT_MAX_EVIDENCE = 8
-MAX_EVIDENCE_CAP = 32  # the contract's bound on evidence items per finding
 MISSING_PACKAGE = (
     "the fact provider needs the private package fact_client, which is not installed; "
     "see the optional deployment guide, docs/deploy.md"
@@ -57,11 +57,11 @@ def _endpoint(options: Mapping[str, str]) -> str:
 
 
 def _max_evidence(options: Mapping[str, str]) -> int:
-    raw = (options.get(MAX_EVIDENCE) or "").strip()
+    raw = (options.get(MAX_EVIDENCE_SETTING) or "").strip()
     if not raw:
         return DEFAULT_MAX_EVIDENCE
-    if not re.fullmatch(r"\d+", raw) or not 0 <= int(raw) <= MAX_EVIDENCE_CAP:
-        raise ProviderConstructionError(f"{MAX_EVIDENCE}={raw!r} is not an integer in 0..{MAX_EVIDENCE_CAP}")
+    if not re.fullmatch(r"\d+", raw) or not 0 <= int(raw) <= MAX_EVIDENCE:
+        raise ProviderConstructionError(f"{MAX_EVIDENCE_SETTING}={raw!r} is not an integer in 0..{MAX_EVIDENCE}")
     return int(raw)
 
 

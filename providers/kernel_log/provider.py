@@ -9,6 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from providers.base import (
+    MAX_EVIDENCE,
     AllJobResources,
     AttributionOutcome,
     AttributionRequest,
@@ -22,6 +23,7 @@ from providers.base import (
     ProviderError,
     Target,
     TraceContext,
+    cut_text,
 )
 from providers.kernel_log import epilog
 from providers.kernel_log.catalogue import CATEGORY_RANK, Points
@@ -31,8 +33,6 @@ from providers.kernel_log.sources import LogSource
 from providers.kernel_log.sources.files import DEFAULT_COMBINED, FileSource
 from providers.kernel_log.sources.loki import DEFAULT_SELECTOR, PLACEHOLDER, LokiSource
 
-MAX_MESSAGE = 4096
-MAX_EVIDENCE_CAP = 32  # the contract's bound on evidence items per finding
 EPILOG_NOT_CONFIGURED = "epilog health-check logs are not configured"
 SESSION_STATE_VERSION = 1
 
@@ -53,11 +53,6 @@ _KNOWN = frozenset(
     }
 )
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-
-
-def cut(text: str, limit: int = MAX_MESSAGE) -> str:
-    """Text of at most `limit` characters; cut text ends in an ellipsis."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # ---------------------------------------------------------------- settings
@@ -154,7 +149,7 @@ def parse_settings(options: Mapping[str, str]) -> Settings:
         source=source,
         lookback=timedelta(seconds=_int(options, "ATTRIBUTION_KERNEL_LOG_LOOKBACK_SECONDS", 900, 1, 86400)),
         grace=timedelta(seconds=_int(options, "ATTRIBUTION_KERNEL_LOG_GRACE_SECONDS", 120, 0, 3600)),
-        max_evidence=_int(options, "ATTRIBUTION_KERNEL_LOG_MAX_EVIDENCE", 8, 1, MAX_EVIDENCE_CAP),
+        max_evidence=_int(options, "ATTRIBUTION_KERNEL_LOG_MAX_EVIDENCE", 8, 1, MAX_EVIDENCE),
         epilog_dir=epilog_dir,
     )
 
@@ -178,7 +173,7 @@ def _pick_evidence(events: Sequence[Event], worst: str, limit: int, source: str)
     # lines are then given in time order.
     ranked = sorted(events, key=lambda e: (e.category != worst, e.observed_at))[:limit]
     ranked.sort(key=lambda e: e.observed_at)
-    return tuple(Evidence(source=source, message=cut(e.line), observed_at=e.observed_at) for e in ranked)
+    return tuple(Evidence(source=source, message=cut_text(e.line), observed_at=e.observed_at) for e in ranked)
 
 
 def _missing_message(missing: int, total: int, what: str) -> str:
@@ -267,7 +262,7 @@ def attribute_epilog(
                     error_category=worst,
                     observed_at=min(when for when, _ in node_results.failures),
                     evidence=tuple(
-                        Evidence(source="dcgm", message=cut(f"{f.test}: {f.message}"), observed_at=when)
+                        Evidence(source="dcgm", message=cut_text(f"{f.test}: {f.message}"), observed_at=when)
                         for when, f in ordered
                     ),
                 )
