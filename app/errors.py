@@ -8,6 +8,7 @@ from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException, InternalServerError, RequestEntityTooLarge
 
 from app.body import RequestValidationError, drain
+from app.guard import public_message
 from providers.base import ProviderConstructionError
 from schemas.response import ErrorDetailSchema, ValidationErrorSchema
 
@@ -55,8 +56,10 @@ def _too_large(error: RequestEntityTooLarge) -> Response:
 
 
 def _construction_error(error: ProviderConstructionError) -> Response:
-    log.error("provider could not be constructed for the request: %s", error)
-    return detail_response(500, f"The provider could not be constructed for this request: {error}")
+    reason = public_message(str(error), "no reason given")
+    log.error("provider could not be constructed for the request: %s", reason)
+    # One bounded line of the provider's message: a multi-line message could carry a stack trace.
+    return detail_response(500, f"The provider could not be constructed for this request: {reason}")
 
 
 def _unexpected(error: Exception) -> Response:

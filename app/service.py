@@ -115,6 +115,11 @@ class AttributionService:
         try:
             answer = future.result(timeout=deadline.remaining())
         except FutureTimeout:
+            if future.done():
+                # Not our wait: the provider itself raised TimeoutError (in 3.11 the same class), a backend that
+                # did not answer in time.
+                log.warning("provider backend timed out: TimeoutError")
+                return _error(ErrorType.TIMEOUT, MSG_TIMEOUT)
             future.cancel()  # a call still queued never starts; one that runs goes on in the background
             log.warning("provider call passed timeout_ms=%d", request.timeout_ms)
             return _error(ErrorType.TIMEOUT, MSG_TIMEOUT)

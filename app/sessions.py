@@ -13,6 +13,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from providers.base import AttributionRequest
 PREFIX = "as1"
 MAX_LENGTH = 1024
 CLOCK_SKEW_SECONDS = 300
+MAX_ISSUED_AT = 2**40  # seconds since the epoch; anything larger is not a time this service wrote
 _CHECK_CONTEXT = b"attribution-adapter session v1\n"
 
 
@@ -45,6 +47,7 @@ class SessionCodec:
     def issue(self, request: AttributionRequest, state: Mapping[str, str | int], now: float | None = None) -> str:
         payload = {
             "b": _binding(request),
+            "n": _b64(secrets.token_bytes(6)),  # two fasts in the same second still get distinct ids
             "p": self.provider,
             "s": dict(state),
             "t": int(time.time() if now is None else now),
@@ -68,7 +71,7 @@ class SessionCodec:
             raise InvalidSession("tampered")
         try:
             payload = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise InvalidSession("malformed") from None
         if not _well_formed(payload):
             raise InvalidSession("malformed")
@@ -83,13 +86,13 @@ class SessionCodec:
 
 
 def _well_formed(payload: object) -> bool:
-    if not isinstance(payload, dict) or set(payload) != {"b", "p", "s", "t"}:
+    if not isinstance(payload, dict) or set(payload) != {"b", "n", "p", "s", "t"}:
         return False
     state = payload["s"]
     return (
-        isinstance(payload["b"], str)
-        and isinstance(payload["p"], str)
+        all(isinstance(payload[key], str) and payload[key].isascii() for key in ("b", "n", "p"))
         and type(payload["t"]) is int
+        and 0 <= payload["t"] < MAX_ISSUED_AT
         and isinstance(state, dict)
         and all(isinstance(key, str) and type(value) in (str, int) for key, value in state.items())
     )
@@ -110,6 +113,14 @@ def _b64(data: bytes) -> str:
 
 
 def _unb64(text: str) -> bytes:
+    """Decode unpadded base64url, accepting only the one canonical spelling of the bytes.
+
+    The last character of an unpadded text can carry bits the decoder ignores; without this check two different
+    ids would decode to the same payload, and an edited id would pass as the original.
+    """
     if not text or any(c not in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_" for c in text):
         raise ValueError("not base64url")
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if _b64(data) != text:
+        raise ValueError("not the canonical base64url spelling")
+    return data
