@@ -8,12 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import jsonschema
 import pytest
 from openapi_spec_validator import validate
 
 from app.openapi import SEED_EXAMPLE, document, render
 from schemas.request import AttributionRequestSchema
+from tests.openapi_schema import openapi_validator
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKED_IN = ROOT / "docs" / "openapi.json"
@@ -73,27 +73,6 @@ def test_export_is_byte_identical_across_hash_seeds():
     assert first.stdout == second.stdout == CHECKED_IN.read_text(encoding="utf-8")
 
 
-def _component_validator(name: str) -> jsonschema.Draft4Validator:
-    """A JSON Schema validator for one component (OpenAPI 3.0's `nullable` turned into a JSON type list)."""
-
-    def convert(node):
-        if isinstance(node, dict):
-            node = {k: convert(v) for k, v in node.items()}
-            if node.pop("nullable", False) and "type" in node:
-                node["type"] = [node["type"], "null"]
-            node.pop("discriminator", None)
-            node.pop("example", None)
-            return node
-        if isinstance(node, list):
-            return [convert(v) for v in node]
-        if isinstance(node, str) and node.startswith("#/components/schemas/"):
-            return "#/definitions/" + node.rsplit("/", 1)[1]
-        return node
-
-    definitions = convert(document()["components"]["schemas"])
-    return jsonschema.Draft4Validator({"$ref": f"#/definitions/{name}", "definitions": definitions})
-
-
 def test_document_describes_every_contract_point():
     spec = document()
     schemas = spec["components"]["schemas"]
@@ -143,7 +122,7 @@ def test_document_describes_every_contract_point():
 
 
 def test_seed_example_is_valid_for_the_published_schema_and_the_service():
-    _component_validator("AttributionRequest").validate(SEED_EXAMPLE)
+    openapi_validator("AttributionRequest").validate(SEED_EXAMPLE)
     AttributionRequestSchema().load(SEED_EXAMPLE)
 
 
@@ -159,5 +138,17 @@ def test_seed_example_is_valid_for_the_published_schema_and_the_service():
     ],
 )
 def test_published_target_union_accepts_real_targets_only(target, valid):
-    errors = list(_component_validator("Target").iter_errors(target))
+    errors = list(openapi_validator("Target").iter_errors(target))
     assert (not errors) is valid
+
+
+def test_document_has_exactly_the_public_routes():
+    paths = document()["paths"]
+    assert set(paths) == {"/v1/attribution", "/healthz"}
+    assert set(paths["/v1/attribution"]) == {"post"}
+    assert set(paths["/healthz"]) == {"get"}
+
+
+def test_document_does_not_call_healthz_a_readiness_check():
+    healthz = json.dumps(document()["paths"]["/healthz"]).lower()
+    assert "not a provider readiness check" in healthz

@@ -7,16 +7,10 @@ import re
 
 import requests
 
+from app.openapi import SEED_EXAMPLE
+
 FAKE = "tests.fakes:from_options"
-SEED_REQUEST = {
-    "schema_version": "0.1.0",
-    "workload_id": "12345",
-    "scope": {"nodes": ["worker-01"], "ranks": []},
-    "failure_context": {"detected_at": "2026-09-09T12:00:00Z", "detection_signal": "application_error"},
-    "timeout_ms": 10000,
-    "workload_context": {"workflow_id": "training-example", "attempt_index": 0},
-    "phase": "fast",
-}
+SEED_REQUEST = SEED_EXAMPLE
 
 
 def test_fact_without_fact_client_stops_the_boot_and_names_it(start_gunicorn):
