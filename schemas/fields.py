@@ -195,6 +195,8 @@ def parse_timestamp(value: str) -> datetime:
         raise ValidationError(m.DATETIME_NAIVE if _RFC3339_NO_OFFSET.fullmatch(value) else m.DATETIME_TYPE)
     year, month, day, hour, minute, second, fraction, zulu, sign, off_h, off_m = match.groups()
     fraction = fraction or ""
+    if second == "60":
+        raise ValidationError(m.DATETIME_LEAP_SECOND)
     if fraction[6:].strip("0"):
         raise ValidationError(m.DATETIME_PRECISION)
     microsecond = int(fraction[:6].ljust(6, "0"))

@@ -38,6 +38,9 @@ DATETIME_TYPE = TypedMessage(
 )
 DATETIME_NAIVE = TypedMessage("Input should have a time zone offset (Z or ±hh:mm)", "timezone_aware")
 DATETIME_RANGE = TypedMessage("Date-time is out of range", "datetime_parsing")
+DATETIME_LEAP_SECOND = TypedMessage(
+    "Leap seconds (:60) cannot be represented; send :59.999999 or :00", "datetime_parsing"
+)
 DATETIME_PRECISION = TypedMessage("Fractional seconds finer than microseconds must be zero", "datetime_parsing")
 NOT_CANONICAL_NFC = TypedMessage("String must be in Unicode NFC form", "string_not_canonical")
 NOT_CANONICAL_SPACE = TypedMessage("String must not start or end with white space", "string_not_canonical")

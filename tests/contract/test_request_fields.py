@@ -580,3 +580,30 @@ def test_printable_ascii_continue_session_is_accepted_as_input(client, provider,
     assert result["error"]["type"] == "no_attribution_available"
     assert result["attribution_session_id"] == value
     assert provider.calls == []
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [
+        ("2026-12-31T23:59:60Z", "Leap seconds"),
+        ("2026-09-09T12:00:00.123456789Z", "finer than microseconds"),
+        ("0001-01-01T00:30:00+01:00", "out of range"),
+        ("9999-12-31T23:30:00-01:00", "out of range"),
+    ],
+)
+def test_timestamps_that_cannot_be_kept_exactly_are_422_with_the_reason(client, provider, value, needle):
+    path = ("failure_context", "detected_at")
+    problem = one_problem(post(client, with_value(valid_request(), path, value)), provider, ["body", *path])
+    assert needle in problem["msg"] and problem["type"] == "datetime_parsing"
+
+
+@pytest.mark.parametrize(
+    ("sent", "utc"),
+    [
+        ("2026-09-09T12:00:00.123456000Z", datetime(2026, 9, 9, 12, 0, 0, 123456, tzinfo=timezone.utc)),
+        ("2026-09-09T12:00:00-00:00", datetime(2026, 9, 9, 12, 0, tzinfo=timezone.utc)),
+    ],
+)
+def test_nanosecond_zeros_and_unknown_local_offset_lose_nothing(client, provider, sent, utc):
+    check_200(post(client, with_value(valid_request(), ("failure_context", "detected_at"), sent)))
+    assert provider.calls[0][1].failure_context.detected_at == utc
