@@ -137,7 +137,7 @@ def read_json_object(request: Request) -> dict[str, Any]:
         ) from None
     except json.JSONDecodeError as exc:
         raise RequestValidationError(
-            [problem(["body"], f"JSON decode error: {exc.msg} at line {exc.lineno} column {exc.colno}", "json_invalid")]
+            [problem(["body"], f"JSON decode error: {exc.msg} (line {exc.lineno}, column {exc.colno})", "json_invalid")]
         ) from None
     except ValueError as exc:
         raise RequestValidationError([problem(["body"], f"JSON decode error: {exc}", "json_invalid")]) from None

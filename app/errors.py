@@ -49,9 +49,16 @@ def _http_error(error: HTTPException) -> Response:
     return response
 
 
+# How much of a refused body is read and dropped so the connection stays usable, as a multiple of the limit.
+# Past it gunicorn closes the connection after the 413, which it still announces as keep-alive (an application
+# cannot change that header under gunicorn); the 413 itself stays readable either way.
+DRAIN_FACTOR = 16
+
+
 def _too_large(error: RequestEntityTooLarge) -> Response:
     limit = request.max_content_length or 0
-    drain(request.environ, max_bytes=4 * limit)
+    if not drain(request.environ, max_bytes=DRAIN_FACTOR * limit):
+        log.warning("body over the limit not read to its end; the connection closes after the 413")
     return _http_error(error)
 
 
