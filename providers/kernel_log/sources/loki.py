@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 import requests
+import urllib3.exceptions
 
 from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, TraceContext
 from providers.kernel_log.collect import Collector
@@ -17,6 +19,11 @@ DEFAULT_SELECTOR = '{host=~"{hosts}"}'
 PLACEHOLDER = "{hosts}"
 #: the longest host alternation put into one query; a larger scope is split into several queries
 MAX_ALTERNATION = 8000
+#: the largest answer body read for one page; a Loki that sends more is answering something else
+MAX_PAGE_BYTES = 32 * 1024 * 1024
+READ_CHUNK = 64 * 1024
+MSG_TIMEOUT = "the Loki log source did not answer in time"
+MSG_UNREADABLE = "the Loki log source answered with an unreadable body"
 _RE2_SPECIAL = re.compile(r"([\\.+*?()|\[\]{}^$])")
 
 
@@ -111,6 +118,8 @@ class LokiSource:
             }
             body = self._get(session, headers, params, deadline)
             entries, total = _entries(body, self.host_label)
+            if total > self.limit:
+                raise ProviderProcessingError("the Loki log source answered with more entries than the limit asked for")
             fresh = 0
             last = start
             page_keys: set[tuple[str, int, str]] = set()
@@ -145,24 +154,50 @@ class LokiSource:
     ) -> Any:
         remaining = deadline.remaining()
         if remaining <= 0:
-            raise ProviderTimeoutError("the Loki log source did not answer in time")
+            raise ProviderTimeoutError(MSG_TIMEOUT)
         try:
-            response = session.get(self.endpoint, params=params, headers=headers, timeout=remaining)
+            with session.get(self.endpoint, params=params, headers=headers, timeout=remaining, stream=True) as response:
+                if response.status_code != 200:
+                    raise ProviderProcessingError(f"the Loki log source answered HTTP {response.status_code}")
+                raw = _read_body(response, deadline)
         except requests.Timeout as exc:
-            raise ProviderTimeoutError("the Loki log source did not answer in time") from exc
+            raise ProviderTimeoutError(MSG_TIMEOUT) from exc
         except requests.RequestException as exc:
             raise ProviderProcessingError("the Loki log source could not be reached") from exc
-        if response.status_code != 200:
-            raise ProviderProcessingError(f"the Loki log source answered HTTP {response.status_code}")
         try:
-            return response.json()
-        except ValueError as exc:
-            raise ProviderProcessingError("the Loki log source answered with an unreadable body") from exc
+            return json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise ProviderProcessingError(MSG_UNREADABLE) from exc
+
+
+def _read_body(response: requests.Response, deadline: Deadline) -> bytes:
+    """The whole body, read piece by piece so neither the deadline nor MAX_PAGE_BYTES can be outrun.
+
+    A timeout given to requests bounds each socket read, not the answer: a backend that trickles bytes would
+    otherwise hold this call, its connection and a provider thread long after the caller got its `timeout`.
+    """
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        if deadline.expired:
+            raise ProviderTimeoutError(MSG_TIMEOUT)
+        try:
+            chunk = response.raw.read1(READ_CHUNK, decode_content=True)
+        except urllib3.exceptions.ReadTimeoutError as exc:
+            raise ProviderTimeoutError(MSG_TIMEOUT) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ProviderProcessingError(MSG_UNREADABLE) from exc
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > MAX_PAGE_BYTES:
+            raise ProviderProcessingError("the Loki log source answered with a page larger than 32 MiB")
+        chunks.append(chunk)
 
 
 def _entries(body: Any, host_label: str) -> tuple[list[tuple[str, int, str]], int]:
     """(host, ns timestamp, line) of every entry with a host label, in time order, and the count of all entries."""
-    unreadable = ProviderProcessingError("the Loki log source answered with an unreadable body")
+    unreadable = ProviderProcessingError(MSG_UNREADABLE)
     if not isinstance(body, dict) or body.get("status") != "success":
         raise unreadable
     data = body.get("data")
