@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint openapi run docs clean
+.PHONY: venv test lint openapi run docs load-long fuzz-deep bench clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -38,3 +38,18 @@ run: $(STAMP)
 ## docs: lint docs/openapi.json and build the static reference into site/ (Redocly CLI, pinned in docs/package.json)
 docs:
 	bash docs/build-site.sh
+
+## load-long: the 60 s, 32-client load test with a worker killed under load (not run in CI)
+load-long: $(STAMP)
+	ATTRIBUTION_LOAD_SECONDS=60 $(PY) -m pytest -q -W error -s tests/load
+
+## fuzz-deep: schemathesis with 2000 examples per operation against real gunicorn (not run in CI)
+fuzz-deep: $(STAMP)
+	ATTRIBUTION_FUZZ_EXAMPLES=2000 $(PY) -m pytest -q -W error tests/robustness/test_fuzz_openapi.py
+
+## bench: print the benchmark figures (in-process overhead, HTTP throughput vs bare Flask, concurrency, log scan)
+bench: $(STAMP)
+	$(PY) bench/overhead.py
+	$(PY) bench/http_throughput.py
+	$(PY) bench/concurrency.py
+	$(PY) bench/kernel_log_scan.py
