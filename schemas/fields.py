@@ -17,6 +17,7 @@ from marshmallow import ValidationError, fields
 from schemas import messages as m
 
 _ASCII_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_PRINTABLE_ASCII_TRIMMED = re.compile(r"[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?")
 _FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})
 _RFC3339 = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,18}))?(?:([Zz])|([+-])(\d{2}):(\d{2}))"
@@ -35,6 +36,10 @@ class ContractField(fields.Field):
 
     def json_schema(self) -> dict[str, Any]:
         return {}
+
+    def all_valid(self, values: list[Any]) -> bool:
+        """True only when every value is certainly valid: a fast path for long arrays, never a looser check."""
+        return False
 
     def _serialize(self, value: Any, attr: str | None, obj: Any, **kwargs: Any) -> Any:
         return value
@@ -90,6 +95,14 @@ class CanonicalString(BoundedString):
 
     def check(self, value: str) -> None:
         check_canonical(value)
+
+    def all_valid(self, values: list[Any]) -> bool:
+        # Printable ASCII with no surrounding space is canonical; anything else takes the full per-item check.
+        high = self.max_length if self.max_length is not None else float("inf")
+        return all(
+            type(v) is str and self.min_length <= len(v) <= high and _PRINTABLE_ASCII_TRIMMED.fullmatch(v)
+            for v in values
+        )
 
 
 class PrintableAscii(BoundedString):
@@ -160,6 +173,11 @@ class StrictInteger(ContractField):
         if value > self.maximum:
             raise ValidationError(m.LESS_EQUAL.format(max=self.maximum))
         return value
+
+    def all_valid(self, values: list[Any]) -> bool:
+        return all(type(v) is int for v in values) and (
+            not values or (self.minimum <= min(values) and max(values) <= self.maximum)
+        )
 
     def json_schema(self) -> dict[str, Any]:
         return {"type": "integer", "minimum": self.minimum, "maximum": self.maximum}
@@ -257,6 +275,8 @@ class UniqueList(fields.List):
             raise ValidationError(m.LIST_TYPE)
         if len(value) > self.max_items:
             raise ValidationError(m.LIST_TOO_LONG.format(max=self.max_items))
+        if self.inner.all_valid(value) and len(set(value)) == len(value):
+            return list(value)
         load_item: Callable[..., Any] = self.inner._deserialize
         result: list[Any] = []
         errors: dict[int, list[str]] = {}

@@ -44,6 +44,10 @@ class TargetSchema(ContractSchema):
             raise ValidationError(m.TARGET_NAME_FORBIDDEN, field_name="name")
 
 
+# One instance for every target: building a schema per value made dumping a large answer several times slower.
+_target_schema = TargetSchema()
+
+
 class TargetField(ContractField):
     """A `Target` value, loaded and dumped through TargetSchema, published as a `$ref` to the `Target` union."""
 
@@ -51,10 +55,10 @@ class TargetField(ContractField):
     COMPONENT = "Target"
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> dict[str, Any]:
-        return TargetSchema().load(value)
+        return _target_schema.load(value)
 
     def _serialize(self, value: Any, attr: str | None, obj: Any, **kwargs: Any) -> Any:
-        return None if value is None else TargetSchema().dump(value)
+        return None if value is None else _target_schema.dump(value)
 
     def json_schema(self) -> dict[str, Any]:
         return {"$ref": f"#/components/schemas/{self.COMPONENT}"}
