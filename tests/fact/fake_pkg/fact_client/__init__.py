@@ -3,37 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
+
+from tests.fact_results import Attribution, Symptom, Verdict  # noqa: F401 - the client's result types
 
 __version__ = "9.9.0-fake"
 
 
 class TimeoutError(Exception):  # noqa: A001 - the real client names its timeout like this
     """FACT did not answer within the call's timeout."""
-
-
-@dataclass
-class Symptom:
-    category: str
-    message: str
-    observed_at: datetime
-
-
-@dataclass
-class Verdict:
-    node: str | None
-    symptoms: list[Symptom] = field(default_factory=list)
-    probability: float | None = None
-
-
-@dataclass
-class Attribution:
-    attributor_id: str
-    faulty_nodes: list[Verdict] = field(default_factory=list)
-    analysed_nodes: list[str] = field(default_factory=list)
-    job_verdict: Verdict | None = None
-    insufficient_telemetry: bool = False
 
 
 # The script: tests append answers (results, or exceptions to raise) and read the calls. The module is dropped

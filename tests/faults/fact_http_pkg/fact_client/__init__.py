@@ -18,13 +18,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
 import requests
 import urllib3
+
+from tests.fact_results import Attribution, Symptom, Verdict  # noqa: F401 - the client's result types
 
 __version__ = "0.0.1-faults-http"
 
@@ -37,29 +38,6 @@ class TimeoutError(Exception):  # noqa: A001 - the real client names its timeout
 
 class FactError(Exception):
     """FACT answered with an error status or an unreadable body, or could not be reached."""
-
-
-@dataclass
-class Symptom:
-    category: str
-    message: str
-    observed_at: datetime
-
-
-@dataclass
-class Verdict:
-    node: str | None
-    symptoms: list[Symptom] = field(default_factory=list)
-    probability: float | None = None
-
-
-@dataclass
-class Attribution:
-    attributor_id: str
-    faulty_nodes: list[Verdict] = field(default_factory=list)
-    analysed_nodes: list[str] = field(default_factory=list)
-    job_verdict: Verdict | None = None
-    insufficient_telemetry: bool = False
 
 
 def _verdict(data: Any) -> Verdict:
