@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._servers import request_body, run_load, start_adapter  # noqa: E402
+from tests.fakes import FAKE_PROVIDER  # noqa: E402
 
 
 def main() -> None:
@@ -34,7 +35,7 @@ def main() -> None:
     body = json.dumps(request_body(["worker-01"], [0], timeout_ms=args.timeout_ms)).encode()
     logs = Path(tempfile.mkdtemp(prefix="bench-concurrency-"))
     server = start_adapter(
-        {"ATTRIBUTION_PROVIDER": "tests.fakes:from_options", "ATTRIBUTION_FAKE_DELAY_MS": "200"},
+        {"ATTRIBUTION_PROVIDER": FAKE_PROVIDER, "ATTRIBUTION_FAKE_DELAY_MS": "200"},
         logs / "adapter.log",
         workers=args.workers,
         threads=args.threads,

@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._servers import request_body, run_load, start_adapter, start_bare  # noqa: E402
+from tests.fakes import FAKE_PROVIDER  # noqa: E402
 
 
 def main() -> None:
@@ -35,7 +36,7 @@ def main() -> None:
             server = start_bare(logs / "bare.log")
         else:
             server = start_adapter(
-                {"ATTRIBUTION_PROVIDER": "tests.fakes:from_options", "ATTRIBUTION_FAKE_DELAY_MS": "0"},
+                {"ATTRIBUTION_PROVIDER": FAKE_PROVIDER, "ATTRIBUTION_FAKE_DELAY_MS": "0"},
                 logs / "adapter.log",
             )
         try:

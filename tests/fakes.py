@@ -21,6 +21,9 @@ from providers.base import (
 
 Behaviour = Callable[..., AttributionOutcome]
 
+#: what `ATTRIBUTION_PROVIDER` is set to for a real gunicorn serving this fake
+FAKE_PROVIDER = "tests.fakes:from_options"
+
 
 def first_node_finding(request: AttributionRequest, *_: object) -> AttributionOutcome:
     """One finding on the first node in scope, the others unattributed; the fast pass leaves a marker state."""

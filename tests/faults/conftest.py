@@ -28,7 +28,7 @@ import pytest
 from app import create_app
 from app.settings import Settings
 from providers import load_provider
-from tests.process.conftest import Gunicorn, free_port
+from tests.gunicorn_process import Gunicorn, free_port
 
 FACT_HTTP_PKG = Path(__file__).parent / "fact_http_pkg"
 URL = "/v1/attribution"
@@ -326,29 +326,13 @@ def check_in_scope(data: dict[str, Any], nodes: list[str]) -> None:
 # ---------------------------------------------------------------- real gunicorn
 
 
-def wait_workers(server: Gunicorn, count: int, timeout_s: float = 15.0) -> set[int]:
-    """The master's worker pids once there are `count` of them (healthz can answer before the last is forked)."""
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        pids = server.worker_pids()
-        if len(pids) == count:
-            return pids
-        time.sleep(0.05)
-    raise AssertionError(f"gunicorn has workers {server.worker_pids()}, expected {count}:\n{server.output()}")
-
-
 @pytest.fixture
-def gunicorn(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], Gunicorn]]:
-    """`start(env)`: a real gunicorn with the project's config on free loopback ports, stopped by PID at the end."""
-    started: list[Gunicorn] = []
+def gunicorn(start_gunicorn: Callable[[dict[str, str]], Gunicorn]) -> Callable[[dict[str, str]], Gunicorn]:
+    """`start(env)`: a real gunicorn with the project config, ready with all its workers, stopped by PID at the end."""
 
     def start(env: dict[str, str]) -> Gunicorn:
-        server = Gunicorn(env, tmp_path / f"gunicorn-{len(started)}.log")
-        started.append(server)
+        server = start_gunicorn(env)
         server.wait_ready()
-        wait_workers(server, int(env.get("ATTRIBUTION_WORKERS", "2")))
         return server
 
-    yield start
-    for server in started:
-        server.stop()
+    return start

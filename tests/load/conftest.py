@@ -10,7 +10,7 @@ import collections
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.process.conftest import Gunicorn
+from tests.gunicorn_process import Gunicorn
 
 LONG_SECONDS = os.environ.get("ATTRIBUTION_LOAD_SECONDS", "").strip()
 DURATION_S = float(LONG_SECONDS) if LONG_SECONDS else 12.0
@@ -193,19 +193,12 @@ class RssSampler:
 
 
 @pytest.fixture
-def gunicorn(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], Gunicorn]]:
-    started: list[Gunicorn] = []
+def gunicorn(start_gunicorn: Callable[[dict[str, str]], Gunicorn]) -> Callable[[dict[str, str]], Gunicorn]:
+    """`start(env)`: a real gunicorn with the project config, ready with all its workers, stopped by PID at the end."""
 
     def start(env: dict[str, str]) -> Gunicorn:
-        server = Gunicorn(env, tmp_path / f"gunicorn-{len(started)}.log")
-        started.append(server)
+        server = start_gunicorn(env)
         server.wait_ready()
-        end = time.monotonic() + 15
-        while len(server.worker_pids()) != int(env.get("ATTRIBUTION_WORKERS", "2")) and time.monotonic() < end:
-            time.sleep(0.05)
-        assert len(server.worker_pids()) == int(env.get("ATTRIBUTION_WORKERS", "2")), server.output()
         return server
 
-    yield start
-    for server in started:
-        server.stop()
+    return start

@@ -8,8 +8,9 @@ import re
 import requests
 
 from app.openapi import SEED_EXAMPLE
+from tests.fakes import FAKE_PROVIDER
 
-FAKE = "tests.fakes:from_options"
+FAKE = FAKE_PROVIDER
 SEED_REQUEST = SEED_EXAMPLE
 
 

@@ -14,7 +14,8 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.process.test_boot import FAKE, SEED_REQUEST
+from app.openapi import SEED_EXAMPLE as SEED_REQUEST
+from tests.fakes import FAKE_PROVIDER as FAKE
 
 
 def _issuing_pid(session_id: str) -> str:

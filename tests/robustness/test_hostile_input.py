@@ -18,7 +18,7 @@ import pytest
 import requests
 
 from app.errors import DRAIN_FACTOR
-from tests.process.test_boot import SEED_REQUEST
+from app.openapi import SEED_EXAMPLE as SEED_REQUEST
 
 LIMIT = 4 * 1024 * 1024  # the default body limit
 IO_TIMEOUT_S = 15.0

@@ -1,4 +1,4 @@
-"""Real gunicorn processes on 127.0.0.1 for the process-level tests, each stopped by its PID."""
+"""Real gunicorn processes on 127.0.0.1 for the process-level suites, each stopped by its PID (a pytest plugin)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 BOOT_TIMEOUT_S = 30.0
 
 
@@ -42,6 +42,7 @@ class Gunicorn:
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.metrics_url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         self.log_path = log_path
+        self.workers_setting = env.get("ATTRIBUTION_WORKERS", "2")  # may be invalid on purpose in boot tests
         full_env = adapter_env(
             {
                 "ATTRIBUTION_BIND": f"127.0.0.1:{self.port}",
@@ -67,18 +68,24 @@ class Gunicorn:
             self._log.flush()
         return self.log_path.read_text(errors="replace")
 
-    def wait_ready(self, timeout_s: float = BOOT_TIMEOUT_S) -> None:
+    def wait_ready(self, timeout_s: float = BOOT_TIMEOUT_S) -> set[int]:
+        """Wait until /healthz answers and every worker is forked (healthz can answer before the last one is)."""
+        workers = int(self.workers_setting)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise AssertionError(f"gunicorn exited {self.process.returncode}:\n{self.output()}")
             try:
-                if requests.get(f"{self.base_url}/healthz", timeout=1).status_code == 200:
-                    return
+                healthy = requests.get(f"{self.base_url}/healthz", timeout=1).status_code == 200
             except requests.ConnectionError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"gunicorn did not serve /healthz within {timeout_s} s:\n{self.output()}")
+                healthy = False
+            pids = self.worker_pids()
+            if healthy and len(pids) == workers:
+                return pids
+            time.sleep(0.05)
+        raise AssertionError(
+            f"gunicorn did not serve /healthz with {workers} workers within {timeout_s} s:\n{self.output()}"
+        )
 
     def wait_exit(self, timeout_s: float = BOOT_TIMEOUT_S) -> int:
         return self.process.wait(timeout=timeout_s)
