@@ -15,7 +15,7 @@ from app.settings import ServerSettings, Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 MANIFEST_DIR = ROOT / "deploy" / "kubernetes"
-MANIFEST_FILES = ("deployment.yaml", "service.yaml", "networkpolicy.yaml", "hpa.yaml")
+MANIFEST_FILES = ("deployment.yaml", "service.yaml", "networkpolicy.yaml", "hpa.yaml", "pdb.yaml")
 
 # The oldest Kubernetes minor these manifests promise to work on (the preStop `sleep` action needs 1.30).
 # kubernetes-validate 1.37.0 ships schemas for 1.25 through 1.37.
@@ -312,3 +312,9 @@ def test_hpa_scales_the_deployment_on_cpu_from_two_replicas(hpa: dict[str, Any],
     assert metric["resource"]["name"] == "cpu"
     assert metric["resource"]["target"]["type"] == "Utilization"
     assert 0 < metric["resource"]["target"]["averageUtilization"] <= 100
+
+
+def test_disruption_budget_keeps_one_pod_of_the_deployment(deployment: dict[str, Any]) -> None:
+    budget = _only("pdb.yaml", "PodDisruptionBudget")
+    assert budget["spec"]["minAvailable"] == 1
+    assert budget["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
