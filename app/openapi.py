@@ -227,8 +227,29 @@ def build_spec() -> APISpec:
     return spec
 
 
+# The phase rule the field bounds cannot say: `continue_session` belongs to `slow` and only to it.
+PHASE_RULE = [
+    {
+        "title": "fast",
+        "description": "A fast request starts a session: no `continue_session`.",
+        "properties": {
+            "phase": {"type": "string", "enum": ["fast"]},
+            "continue_session": {"not": {}, "description": "Never sent with `fast`."},
+        },
+        "required": ["phase"],
+    },
+    {
+        "title": "slow",
+        "description": "A slow request continues a session: `continue_session` is required.",
+        "properties": {"phase": {"type": "string", "enum": ["slow"]}},
+        "required": ["phase", "continue_session"],
+    },
+]
+
+
 def document() -> dict[str, Any]:
     spec = build_spec().to_dict()
+    spec["components"]["schemas"]["AttributionRequest"]["oneOf"] = PHASE_RULE
     # Said outright: the Adapter authenticates no caller; the network boundary in front of it does.
     spec["security"] = []
     for name, text in SCHEMA_DESCRIPTIONS.items():

@@ -152,3 +152,17 @@ def test_document_has_exactly_the_public_routes():
 def test_document_does_not_call_healthz_a_readiness_check():
     healthz = json.dumps(document()["paths"]["/healthz"]).lower()
     assert "not a provider readiness check" in healthz
+
+
+@pytest.mark.parametrize(
+    "changes, valid",
+    [
+        ({}, True),
+        ({"phase": "slow", "continue_session": "as1.x.y"}, True),
+        ({"continue_session": "as1.x.y"}, False),
+        ({"phase": "slow"}, False),
+    ],
+)
+def test_published_request_states_that_continue_session_belongs_to_slow_only(changes, valid):
+    errors = list(openapi_validator("AttributionRequest").iter_errors({**SEED_EXAMPLE, **changes}))
+    assert (not errors) is valid
