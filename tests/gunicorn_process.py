@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -118,3 +118,15 @@ def start_gunicorn(tmp_path: Path) -> Iterator:
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+def gunicorn(start_gunicorn: Callable[[Mapping[str, str]], Gunicorn]) -> Callable[[Mapping[str, str]], Gunicorn]:
+    """`start(env)`: a real gunicorn with the project config, ready with all its workers, stopped by PID at the end."""
+
+    def start(env: Mapping[str, str]) -> Gunicorn:
+        server = start_gunicorn(env)
+        server.wait_ready()
+        return server
+
+    return start

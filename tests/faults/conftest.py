@@ -28,7 +28,7 @@ import pytest
 from app import create_app
 from app.settings import Settings
 from providers import load_provider
-from tests.gunicorn_process import Gunicorn, free_port
+from tests.gunicorn_process import free_port
 
 FACT_HTTP_PKG = Path(__file__).parent / "fact_http_pkg"
 URL = "/v1/attribution"
@@ -321,18 +321,3 @@ def check_in_scope(data: dict[str, Any], nodes: list[str]) -> None:
         assert target["type"] in ("Node", "AllJobResources")
         if target["type"] == "Node":
             assert target["name"] in nodes, target
-
-
-# ---------------------------------------------------------------- real gunicorn
-
-
-@pytest.fixture
-def gunicorn(start_gunicorn: Callable[[dict[str, str]], Gunicorn]) -> Callable[[dict[str, str]], Gunicorn]:
-    """`start(env)`: a real gunicorn with the project config, ready with all its workers, stopped by PID at the end."""
-
-    def start(env: dict[str, str]) -> Gunicorn:
-        server = start_gunicorn(env)
-        server.wait_ready()
-        return server
-
-    return start

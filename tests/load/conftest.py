@@ -10,12 +10,10 @@ import collections
 import os
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 import requests
 
 from tests.gunicorn_process import Gunicorn
@@ -190,15 +188,3 @@ class RssSampler:
         self._stop.set()
         self._thread.join(timeout=5)
         return self.samples
-
-
-@pytest.fixture
-def gunicorn(start_gunicorn: Callable[[dict[str, str]], Gunicorn]) -> Callable[[dict[str, str]], Gunicorn]:
-    """`start(env)`: a real gunicorn with the project config, ready with all its workers, stopped by PID at the end."""
-
-    def start(env: dict[str, str]) -> Gunicorn:
-        server = start_gunicorn(env)
-        server.wait_ready()
-        return server
-
-    return start
