@@ -79,11 +79,13 @@ class AttributionService:
                 self._executor_pid = pid
             return self._executor
 
-    def shutdown(self) -> None:
+    def close(self) -> None:
+        """At process exit: drop queued provider calls, then let the provider release what it holds."""
         with self._lock:
             if self._executor is not None and self._executor_pid == os.getpid():
                 self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
+        self.provider.close()
 
     def handle(self, request: AttributionRequest, deadline: Deadline, trace: TraceContext | None) -> Result:
         if request.phase is Phase.FAST:

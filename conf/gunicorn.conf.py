@@ -56,6 +56,13 @@ def when_ready(server):  # noqa: ANN001, ANN201 - gunicorn hook
     server.log.info("metrics on http://%s/metrics", _server.metrics_bind)
 
 
+def worker_exit(server, worker):  # noqa: ANN001, ANN201 - gunicorn hook, in the exiting worker
+    """A worker that stops (SIGTERM, max requests) closes its provider: Provider.close is called once per process."""
+    adapter = getattr(getattr(worker, "wsgi", None), "extensions", {}).get("attribution_adapter")
+    if adapter is not None:
+        adapter.service.close()
+
+
 def child_exit(server, worker):  # noqa: ANN001, ANN201 - gunicorn hook
     GunicornPrometheusMetrics.mark_process_dead_on_child_exit(worker.pid)
 

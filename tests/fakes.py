@@ -88,8 +88,14 @@ class FakeProvider(Provider):
 class ProcessFakeProvider(FakeProvider):
     """For real gunicorn runs: `slow` echoes the worker that issued the session and the one serving it."""
 
-    def __init__(self, delay_s: float) -> None:
+    def __init__(self, delay_s: float, close_marker: str | None = None) -> None:
         super().__init__(slow=self._slow, delay_s=delay_s)
+        self.close_marker = close_marker
+
+    def close(self) -> None:
+        if self.close_marker:
+            with open(self.close_marker, "a") as marker:
+                marker.write(f"closed pid-{os.getpid()}\n")
 
     @staticmethod
     def _slow(request: AttributionRequest, state: Mapping[str, str | int], *_: object) -> AttributionOutcome:
@@ -103,5 +109,9 @@ class ProcessFakeProvider(FakeProvider):
 
 
 def from_options(options: Mapping[str, str]) -> Provider:
-    """The factory gunicorn uses; `ATTRIBUTION_FAKE_DELAY_MS` makes every call wait that long."""
-    return ProcessFakeProvider(delay_s=int(options.get("ATTRIBUTION_FAKE_DELAY_MS", "0")) / 1000.0)
+    """The factory gunicorn uses; `ATTRIBUTION_FAKE_DELAY_MS` makes every call wait that long, and
+    `ATTRIBUTION_FAKE_CLOSE_MARKER` names a file where `close()` notes each process that closed the provider."""
+    return ProcessFakeProvider(
+        delay_s=int(options.get("ATTRIBUTION_FAKE_DELAY_MS", "0")) / 1000.0,
+        close_marker=options.get("ATTRIBUTION_FAKE_CLOSE_MARKER"),
+    )

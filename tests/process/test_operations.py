@@ -135,3 +135,16 @@ def test_sigterm_lets_in_flight_requests_finish_and_refuses_new_ones(start_gunic
     assert results and results[0].status_code == 200
     assert "error" not in results[0].json() and results[0].json()["attributions"]
     assert server.wait_exit(timeout_s=30) == 0
+
+
+def test_each_stopping_worker_closes_its_provider(start_gunicorn, tmp_path):
+    marker = tmp_path / "closed.txt"
+    server = start_gunicorn(
+        {"ATTRIBUTION_PROVIDER": FAKE, "ATTRIBUTION_WORKERS": "2", "ATTRIBUTION_FAKE_CLOSE_MARKER": str(marker)}
+    )
+    workers = server.wait_ready()
+    assert requests.get(f"{server.base_url}/healthz", timeout=5).status_code == 200
+    server.stop()
+    assert server.process.returncode == 0
+    closed = marker.read_text().split("\n")
+    assert sorted(line for line in closed if line) == sorted(f"closed pid-{pid}" for pid in workers)
