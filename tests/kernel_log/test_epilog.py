@@ -100,7 +100,7 @@ def test_runtime_error_malformed_and_out_of_window_count_as_missing(files_provid
     assert outcome.attributions == ()
     assert outcome.unattributed_targets == (NodeTarget("worker-04"),)
     assert outcome.error is not None and outcome.error.type is ErrorType.INSUFFICIENT_TELEMETRY
-    assert outcome.error.message == "no epilog health-check results for 3 of 4 nodes in the window"
+    assert outcome.error.message.startswith("no epilog health-check results for 3 of 4 nodes in the window")
 
 
 def test_no_results_at_all(files_provider, tmp_path: Path) -> None:
