@@ -70,7 +70,7 @@ class UnreadableResult(ValueError):
 def failure_category(test: str, test_category: str) -> str:
     """The error_category of a failed DCGM test, from its name and its DCGM category."""
     name = test.lower().replace(" ", "_")
-    if "memory" in name or "memtest" in name:
+    if "memory" in name or "memtest" in name or "retirement" in name or "remap" in name:
         return "gpu_memory"
     if "pcie" in name:
         return "pcie"
