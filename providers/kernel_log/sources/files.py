@@ -238,7 +238,7 @@ class _Reader:
 
     def feed(self, raw: bytes) -> bool:
         """Feed one line; True when it is past the window's end and reading should stop."""
-        text = raw.decode("utf-8", "replace").rstrip("\r")
+        text = raw.decode("utf-8", "replace").rstrip("\r").replace("\x00", "")
         parsed = parse_line(text, self.ctx)
         if parsed is None:
             if self.previous is not None and is_continuation(text, self.previous[1]):  # type: ignore[arg-type]
