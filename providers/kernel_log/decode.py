@@ -57,6 +57,8 @@ _NVLINK5 = re.compile(
     r"(?:\s*\((0x[0-9a-fA-F]+)[\s,]+(0x[0-9a-fA-F]+))?)?",
     re.IGNORECASE,
 )
+#: the process context an Xid line may carry before its message (`pid=2024380, name=nvidia-smi, `)
+_PROCESS = re.compile(r"^pid=[^,]*,\s*(?:name=[^,]*,\s*)?")
 _XID74 = re.compile(r"\blink\s*(\d+)\s*\(\s*(0x[0-9a-fA-F]+(?:\s*,\s*0x[0-9a-fA-F]+){6})\s*\)", re.IGNORECASE)
 _XID154 = re.compile(r"recovery action changed from 0x([0-9a-fA-F]+).*?\bto 0x([0-9a-fA-F]+)", re.IGNORECASE)
 
@@ -143,7 +145,7 @@ def _nvlink5_row(cat: Catalogue, code: int, intrinfo: int, status: int) -> Row |
 
 
 def decode_nvlink5(cat: Catalogue, row: Row, rest: str) -> Decision:
-    m = _NVLINK5.match(rest)
+    m = _NVLINK5.match(_PROCESS.sub("", rest, count=1))
     if m is None:
         return _UNKNOWN
     word, intrinfo, status = m.group(2), m.group(6), m.group(7)
