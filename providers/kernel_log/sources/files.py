@@ -212,7 +212,10 @@ class _Reader:
                 return None
             _, first = _probe(f, 0, size, self.ctx)
             if first is None:
-                raise UnknownFormat(_first_unreadable(f))
+                line_no = _first_unreadable(f)
+                if line_no is None:
+                    return None  # only blank lines: nothing to read, nothing unreadable
+                raise UnknownFormat(line_no)
             if first > self.hi:
                 return first
             offset = _search(f, size, lo, self.deadline, self.ctx)
@@ -267,13 +270,13 @@ def _chunks(f: _Counter | gzip.GzipFile) -> Iterator[bytes]:
         yield chunk
 
 
-def _first_unreadable(f: _Counter) -> int:
-    """The number of the first non-empty line at the start of a file that holds no known format."""
+def _first_unreadable(f: _Counter) -> int | None:
+    """The number of the first non-empty line at the start of a file that holds no known format (None: all blank)."""
     f.seek(0)
     for number, raw in enumerate(f.read(PROBE_LIMIT).split(b"\n"), start=1):
         if raw.strip():
             return number
-    return 1
+    return None
 
 
 def _first_time(f: gzip.GzipFile, ctx: TimeContext) -> datetime | None:
