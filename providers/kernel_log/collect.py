@@ -1,16 +1,27 @@
-"""The collector: what sources feed their lines into, tracking per-node telemetry and classified events."""
+"""The collector: where sources put the timestamped lines of scope nodes; it assembles them into kernel records."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
-from providers.kernel_log.parse import Classifier, Event
+from providers.kernel_log.identity import NodeNames
+from providers.kernel_log.parse import (
+    DEFAULT_CONTEXT,
+    ParsedLine,
+    Record,
+    TimeContext,
+    extend_record,
+    new_record,
+    starts_record,
+)
 
 #: the syslog tag / APP-NAME of kernel lines; other programs' lines are never classified (anyone can `logger`
 #: a fake "NVRM: Xid" line from user space)
 KERNEL_TAG = "kernel"
+#: a record holds one of these or it cannot be a GPU, NVSwitch or PCIe event; others are counted, not kept
+KEYWORDS = ("NVRM", "SXid", "PCIe Bus Error", "GSP")
 
 
 @dataclass(frozen=True)
@@ -18,34 +29,54 @@ class Window:
     start: datetime
     end: datetime
 
+    @property
+    def middle(self) -> datetime:
+        return self.start + (self.end - self.start) / 2
+
 
 @dataclass
 class Collector:
-    """Receives parsed lines of in-scope hosts from a source and keeps what attribution needs."""
+    """Receives lines of in-scope hosts from a source and keeps what attribution needs: coverage and records."""
 
     nodes: Iterable[str]
     window: Window
+    zone: object = UTC  # a tzinfo: the zone of log formats that carry none
     lines_in_window: dict[str, int] = field(default_factory=dict)
     seen_before: set[str] = field(default_factory=set)
     seen_after: set[str] = field(default_factory=set)
-    events: list[Event] = field(default_factory=list)
+    #: kernel records of each node (only those that can hold a GPU/NVSwitch/PCIe event), per origin in read order
+    records: dict[str, list[Record]] = field(default_factory=dict)
+    #: scope nodes with a log file that could not be read, and whether a combined (many-host) file failed
+    unreadable_nodes: set[str] = field(default_factory=set)
+    unreadable_combined: bool = False
     bytes_read: int = 0
     truncated: bool = False
 
     def __post_init__(self) -> None:
-        # Hostnames compare case-insensitively (RFC 1035); findings use the scope's spelling.
-        self._by_lower = {n.lower(): n for n in self.nodes}
-        self._classifier = Classifier()
-        self._event_keys: set[tuple[str, datetime, str]] = set()
+        self.names = NodeNames(self.nodes)
+        self.nodes = self.names.nodes
+        self.time_context = TimeContext(zone=self.zone, anchor=self.window.middle)  # type: ignore[arg-type]
+        self._open: dict[tuple[str, str | None], Record | None] = {}
 
     def node_for(self, host: str | None) -> str | None:
-        """The scope node a hostname names, or None."""
-        if not host:
-            return None
-        return self._by_lower.get(host.lower())
+        """The scope node a hostname names, or None (see identity.NodeNames for the rule)."""
+        return self.names.node_for(host)
 
-    def add(self, node: str, observed_at: datetime, message: str, raw: str, tag: str | None) -> None:
+    def add(
+        self, node: str, observed_at: datetime, message: str, raw: str, tag: str | None, origin: str | None = None
+    ) -> None:
         """Take one line of the scope node `node` (any time; lines outside the window only show coverage)."""
+        self.add_parsed(node, ParsedLine(observed_at, None, tag, message), raw, origin)
+
+    def add_parsed(self, node: str, parsed: ParsedLine, raw: str, origin: str | None = None) -> None:
+        """Take one parsed line; a line repeating the open record's kernel stamp continues that record."""
+        key = (node, origin)
+        current = self._open.get(key)
+        if current is not None and not starts_record(current, parsed):
+            extend_record(current, parsed.message, raw)
+            return
+        self._close(key)
+        observed_at = parsed.observed_at
         if observed_at < self.window.start:
             self.seen_before.add(node)
             return
@@ -53,17 +84,40 @@ class Collector:
             self.seen_after.add(node)
             return
         self.lines_in_window[node] = self.lines_in_window.get(node, 0) + 1
-        if tag is not None and tag.lower() != KERNEL_TAG:
+        if parsed.tag is not None and parsed.tag.lower() != KERNEL_TAG:
             return
-        event = self._classifier.feed(node, observed_at, message, raw)
-        if event is None or event.category is None:
-            return
-        key = (node, observed_at, event.line)
-        # The same line may sit in two files of one host (kern.log and syslog); count it once.
-        if key not in self._event_keys:
-            self._event_keys.add(key)
-            self.events.append(event)
+        self._open[key] = new_record(parsed, raw)
+
+    def add_continuation(self, node: str, text: str, origin: str | None = None) -> None:
+        """Take a line with no stamp that continues the previous line of the same origin (dmesg, journalctl)."""
+        current = self._open.get((node, origin))
+        if current is not None:
+            extend_record(current, text.strip(), text)
+
+    def end_origin(self, node: str, origin: str | None = None) -> None:
+        """A file (or stream) ended: its open record is complete."""
+        self._close((node, origin))
+
+    def finish(self) -> None:
+        """Close every open record; call once the source has fed everything."""
+        for key in list(self._open):
+            self._close(key)
+
+    def _close(self, key: tuple[str, str | None]) -> None:
+        record = self._open.pop(key, None)
+        if record is not None and any(k in line for line in record.lines for k in KEYWORDS):
+            self.records.setdefault(key[0], []).append(record)
+
+    def mark_unreadable(self, node: str | None) -> None:
+        """A log file of `node` (None: a combined file of many hosts) could not be read."""
+        if node is None:
+            self.unreadable_combined = True
+        else:
+            self.unreadable_nodes.add(node)
 
     def has_telemetry(self, node: str) -> bool:
         """A node had telemetry when a line of it fell in the window, or its log was seen to span the window."""
         return node in self.lines_in_window or (node in self.seen_before and node in self.seen_after)
+
+
+__all__ = ["Collector", "Window", "KERNEL_TAG", "DEFAULT_CONTEXT"]

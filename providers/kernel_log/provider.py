@@ -3,32 +3,26 @@
 from __future__ import annotations
 
 import re
+import zoneinfo
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 
 from providers.base import (
     MAX_EVIDENCE,
-    AllJobResources,
     AttributionOutcome,
     AttributionRequest,
     Deadline,
     ErrorType,
-    Evidence,
-    Finding,
-    NodeTarget,
     Provider,
     ProviderConstructionError,
     ProviderError,
-    Target,
     TraceContext,
-    cut_text,
 )
 from providers.kernel_log import epilog
-from providers.kernel_log.catalogue import CATEGORY_RANK, Points
 from providers.kernel_log.collect import Collector, Window
-from providers.kernel_log.parse import Event
+from providers.kernel_log.rules import attribute, attribute_epilog
 from providers.kernel_log.sources import LogSource
 from providers.kernel_log.sources.files import DEFAULT_COMBINED, FileSource
 from providers.kernel_log.sources.loki import DEFAULT_SELECTOR, PLACEHOLDER, LokiSource
@@ -44,6 +38,7 @@ _KNOWN = frozenset(
         "ATTRIBUTION_KERNEL_LOG_LOOKBACK_SECONDS",
         "ATTRIBUTION_KERNEL_LOG_GRACE_SECONDS",
         "ATTRIBUTION_KERNEL_LOG_MAX_EVIDENCE",
+        "ATTRIBUTION_KERNEL_LOG_TIME_ZONE",
         "ATTRIBUTION_LOKI_URL",
         "ATTRIBUTION_LOKI_SELECTOR",
         "ATTRIBUTION_LOKI_LIMIT",
@@ -91,6 +86,18 @@ def _directory(options: Mapping[str, str], name: str) -> Path:
     return path
 
 
+def _zone(options: Mapping[str, str], name: str) -> tzinfo:
+    raw = _get(options, name)
+    if raw is None:
+        return UTC
+    try:
+        return zoneinfo.ZoneInfo(raw)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+        raise ProviderConstructionError(
+            f"{name}={raw!r} is not an IANA time zone name (e.g. UTC, Europe/Berlin)"
+        ) from exc
+
+
 @dataclass(frozen=True)
 class Settings:
     source: LogSource
@@ -98,6 +105,8 @@ class Settings:
     grace: timedelta
     max_evidence: int
     epilog_dir: Path | None
+    #: the zone of log formats that carry none (RFC 3164, journalctl short-precise, dmesg -T)
+    time_zone: tzinfo = UTC
 
 
 def parse_settings(options: Mapping[str, str]) -> Settings:
@@ -151,16 +160,25 @@ def parse_settings(options: Mapping[str, str]) -> Settings:
         grace=timedelta(seconds=_int(options, "ATTRIBUTION_KERNEL_LOG_GRACE_SECONDS", 120, 0, 3600)),
         max_evidence=_int(options, "ATTRIBUTION_KERNEL_LOG_MAX_EVIDENCE", 8, 1, MAX_EVIDENCE),
         epilog_dir=epilog_dir,
+        time_zone=_zone(options, "ATTRIBUTION_KERNEL_LOG_TIME_ZONE"),
     )
 
 
-# ---------------------------------------------------------------- rules
+# ---------------------------------------------------------------- window
+
+#: the representable range of an aware datetime; a window is clipped to it rather than overflowing
+EARLIEST = datetime.min.replace(tzinfo=UTC)
+LATEST = datetime.max.replace(tzinfo=UTC)
 
 
 def fast_window(request: AttributionRequest, lookback: timedelta, grace: timedelta) -> Window | None:
-    """[detected_at - lookback, detected_at + grace] cut to the scope's times; None when nothing is left."""
+    """[detected_at - lookback, detected_at + grace] cut to the scope's times; None when nothing is left.
+
+    Near year 1 or 9999 the window is clipped to the representable range.
+    """
     detected = request.failure_context.detected_at
-    start, end = detected - lookback, detected + grace
+    start = detected - lookback if detected - EARLIEST > lookback else EARLIEST
+    end = detected + grace if LATEST - detected > grace else LATEST
     if request.scope.start_time is not None:
         start = max(start, request.scope.start_time)
     if request.scope.end_time is not None:
@@ -168,120 +186,11 @@ def fast_window(request: AttributionRequest, lookback: timedelta, grace: timedel
     return Window(start, end) if start < end else None
 
 
-def _pick_evidence(events: Sequence[Event], worst: str, limit: int, source: str) -> tuple[Evidence, ...]:
-    # The worst category's events come first so they are never crowded out by many lesser ones; the chosen
-    # lines are then given in time order.
-    ranked = sorted(events, key=lambda e: (e.category != worst, e.observed_at))[:limit]
-    ranked.sort(key=lambda e: e.observed_at)
-    return tuple(Evidence(source=source, message=cut_text(e.line), observed_at=e.observed_at) for e in ranked)
-
-
-def _missing_message(missing: int, total: int, what: str) -> str:
-    return f"no {what} for {missing} of {total} nodes in the window"
-
-
-def attribute(nodes: Sequence[str], collector: Collector, max_evidence: int, source: str) -> AttributionOutcome:
-    """Turn a filled collector into an outcome, following the provider's attribution rules."""
-    with_logs = [n for n in nodes if collector.has_telemetry(n)]
-    if not with_logs:
-        return AttributionOutcome(
-            error=ProviderError(
-                ErrorType.INSUFFICIENT_TELEMETRY, f"no kernel log lines for any of the {len(nodes)} nodes in the window"
-            )
-        )
-    by_node: dict[str, list[Event]] = {}
-    job_events: list[Event] = []
-    for event in collector.events:
-        if event.points is Points.NODE:
-            by_node.setdefault(event.host, []).append(event)
-        elif event.points is Points.JOB:
-            job_events.append(event)
-    findings: list[Finding] = []
-    for node in nodes:
-        events = by_node.get(node)
-        if not events:
-            continue
-        worst = max((e.category for e in events if e.category), key=lambda c: CATEGORY_RANK[c])
-        findings.append(
-            Finding(
-                target=NodeTarget(node),
-                error_category=worst,
-                observed_at=min(e.observed_at for e in events),
-                evidence=_pick_evidence(events, worst, max_evidence, source),
-            )
-        )
-    if not findings and job_events:
-        findings.append(
-            Finding(
-                target=AllJobResources(),
-                error_category="application",
-                observed_at=min(e.observed_at for e in job_events),
-                evidence=_pick_evidence(job_events, "application", max_evidence, source),
-            )
-        )
-    error = None
-    if collector.truncated:
-        # Part of the window was never read, so a node without a finding was not fully looked at.
-        unattributed: tuple[Target, ...] = ()
-        error = ProviderError(
-            ErrorType.INSUFFICIENT_TELEMETRY, "the kernel log window was only partly read (Loki page limit reached)"
-        )
-    else:
-        unattributed = tuple(NodeTarget(n) for n in with_logs if n not in by_node)
-        missing = len(nodes) - len(with_logs)
-        if missing:
-            error = ProviderError(
-                ErrorType.INSUFFICIENT_TELEMETRY, _missing_message(missing, len(nodes), "kernel log lines")
-            )
-    return AttributionOutcome(attributions=tuple(findings), unattributed_targets=unattributed, error=error)
-
-
-def attribute_epilog(
-    nodes: Sequence[str], results: Mapping[str, epilog.NodeResults], max_evidence: int
-) -> AttributionOutcome:
-    """Turn epilog DCGM results into an outcome: failed tests are findings, passing nodes unattributed."""
-    if not any(n in results for n in nodes):
-        return AttributionOutcome(
-            error=ProviderError(
-                ErrorType.INSUFFICIENT_TELEMETRY,
-                f"no epilog health-check results for any of the {len(nodes)} nodes in the window",
-            )
-        )
-    findings: list[Finding] = []
-    unattributed: list[Target] = []
-    for node in nodes:
-        node_results = results.get(node)
-        if node_results is None:
-            continue
-        if node_results.failures:
-            worst = max((f.category for _, f in node_results.failures), key=lambda c: CATEGORY_RANK[c])
-            ordered = sorted(node_results.failures, key=lambda tf: (tf[1].category != worst, tf[0]))[:max_evidence]
-            findings.append(
-                Finding(
-                    target=NodeTarget(node),
-                    error_category=worst,
-                    observed_at=min(when for when, _ in node_results.failures),
-                    evidence=tuple(
-                        Evidence(source="dcgm", message=cut_text(f"{f.test}: {f.message}"), observed_at=when)
-                        for when, f in ordered
-                    ),
-                )
-            )
-        elif node_results.passed:
-            unattributed.append(NodeTarget(node))
-    missing = sum(1 for n in nodes if n not in results)
-    error = None
-    if missing:
-        error = ProviderError(
-            ErrorType.INSUFFICIENT_TELEMETRY, _missing_message(missing, len(nodes), "epilog health-check results")
-        )
-    return AttributionOutcome(attributions=tuple(findings), unattributed_targets=tuple(unattributed), error=error)
-
-
 # ---------------------------------------------------------------- provider
 
 
 def _unique(nodes: Sequence[str]) -> list[str]:
+    # Names compare case-insensitively (RFC 4343); the scope's first spelling is kept.
     seen: set[str] = set()
     out: list[str] = []
     for n in nodes:
@@ -337,8 +246,9 @@ class KernelLogProvider(Provider):
         self, nodes: Sequence[str], window: Window, deadline: Deadline, trace: TraceContext | None
     ) -> Collector:
         """Read the window's lines of `nodes` from the configured source (the benchmark calls this too)."""
-        collector = Collector(nodes, window)
+        collector = Collector(nodes, window, zone=self.settings.time_zone)
         self.settings.source.scan(collector, deadline, trace)
+        collector.finish()
         return collector
 
     def slow(

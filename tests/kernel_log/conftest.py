@@ -29,8 +29,9 @@ def at(minutes: float, base: datetime = DETECTED) -> datetime:
 
 
 def rsyslog(ts: datetime, host: str, msg: str, tag: str = "kernel") -> str:
-    """A line in RSYSLOG_FileFormat, with a kernel monotonic bracket."""
-    return f"{ts.strftime('%Y-%m-%dT%H:%M:%S.%f')}+00:00 {host} {tag}: [680111.646286] {msg}"
+    """A line in RSYSLOG_FileFormat, with a kernel monotonic bracket (seconds since a boot a week earlier)."""
+    mono = (ts - datetime(2026, 9, 2, tzinfo=UTC)).total_seconds()
+    return f"{ts.strftime('%Y-%m-%dT%H:%M:%S.%f')}+00:00 {host} {tag}: [{mono:.6f}] {msg}"
 
 
 def journal(ts: datetime, host: str, msg: str) -> str:

@@ -4,6 +4,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from providers.base import ErrorType, NodeTarget, Phase
 from providers.kernel_log.epilog import failure_category, parse_diag
 from tests.kernel_log.conftest import at, deadline, make_request
@@ -100,7 +102,7 @@ def test_runtime_error_malformed_and_out_of_window_count_as_missing(files_provid
     assert outcome.attributions == ()
     assert outcome.unattributed_targets == (NodeTarget("worker-04"),)
     assert outcome.error is not None and outcome.error.type is ErrorType.INSUFFICIENT_TELEMETRY
-    assert outcome.error.message == "no epilog health-check results for 3 of 4 nodes in the window"
+    assert outcome.error.message.startswith("no epilog health-check results for 3 of 4 nodes in the window")
 
 
 def test_no_results_at_all(files_provider, tmp_path: Path) -> None:
@@ -148,3 +150,70 @@ def test_parse_diag_shapes() -> None:
         except ValueError:
             continue
         raise AssertionError(f"accepted {bad!r}")
+
+
+# ---------------------------------------------------------------- `dcgmi` output as written (fixtures/SOURCES.md)
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def place(tmp_path: Path, fixture: str, name: str) -> None:
+    target = tmp_path / "epilog" / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes((FIXTURES / fixture).read_bytes())
+
+
+def test_dcgm_results_as_dcgmi_writes_them(files_provider, tmp_path: Path, caplog) -> None:
+    place(tmp_path, "dcgm3-nulls-text-before.txt", "worker-01-20260909T121000Z.json")
+    place(tmp_path, "dcgm4-two-gpus-text-after.txt", "worker-02/20260909T121000Z.json")
+    place(tmp_path, "dcgm3-iterations-warnings-key.json", "worker-03-2026-09-09T12:10:00Z.json")
+    place(tmp_path, "dcgm3-skip-only.json", "worker-04-2026-09-09T12-10-00Z.json")
+    place(tmp_path, "dcgm2-runtime-error.json", "worker-05-20260909T121000Z.json")
+    nodes = ["worker-01", "worker-02", "worker-03", "worker-04", "worker-05"]
+    with caplog.at_level("WARNING", logger="attribution_adapter.kernel_log"):
+        outcome = slow(files_provider, tmp_path, nodes)
+    found = {f.target.name: f for f in outcome.attributions}
+    assert sorted(found) == ["worker-01", "worker-02", "worker-03"]
+    assert all(f.error_category == "gpu_memory" for f in found.values())
+    assert [e.message for e in found["worker-01"].evidence] == [
+        "GPU Memory: A memory mismatch was detected on GPU 1, but no error was reported by CUDA or NVML."
+    ]
+    assert len(found["worker-02"].evidence) == 2  # both GPUs of the file
+    assert "row remapping failed" in found["worker-03"].evidence[0].message
+    assert outcome.unattributed_targets == ()
+    assert outcome.error is not None and outcome.error.message.startswith("no epilog health-check results for 2 of 5")
+    assert not caplog.records  # every file was readable
+
+
+def test_an_unreadable_result_makes_only_its_node_uncertain(files_provider, tmp_path: Path, caplog) -> None:
+    e = tmp_path / "epilog"
+    put(e, "worker-01-20260909T121000Z.json", diag4(("Hardware", "memory", "Pass", [])))
+    put(e, "worker-01-20260909T121100Z.json", "Error: unable to reach the host engine\n")
+    put(e, "worker-02-20260909T121000Z.json", diag4(("Hardware", "memory", "Fail", ["DBE"])))
+    put(e, "worker-03-20260909T121000Z.json", diag4(("Hardware", "memory", "Pass", [])))
+    with caplog.at_level("WARNING", logger="attribution_adapter.kernel_log"):
+        outcome = slow(files_provider, tmp_path, ["worker-01", "worker-02", "worker-03"])
+    assert [f.target for f in outcome.attributions] == [NodeTarget("worker-02")]
+    assert outcome.unattributed_targets == (NodeTarget("worker-03"),)  # worker-01 was not seen to be fine
+    assert outcome.error is not None and outcome.error.type is ErrorType.INSUFFICIENT_TELEMETRY
+    assert any("worker-01-20260909T121100Z.json" in r.getMessage() for r in caplog.records)
+    assert all("host engine" not in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["worker-01-20260909T121000Z.json", "worker-01.json", "worker-01-2026-09-09T12:10:00Z.json", "WORKER-01.json"],
+)
+def test_epilog_files_match_a_node_only_by_its_whole_name(files_provider, tmp_path: Path, name: str) -> None:
+    put(tmp_path / "epilog", name, diag4(("Hardware", "memory", "Fail", ["DBE"])))
+    os.utime(tmp_path / "epilog" / name, (at(5).timestamp(), at(5).timestamp()))
+    outcome = slow(files_provider, tmp_path, ["worker", "worker-01", "worker-0"])
+    assert [f.target for f in outcome.attributions] == [NodeTarget("worker-01")]
+
+
+@pytest.mark.parametrize("name", ["worker-01-old.json", "worker-01-20260909T121000Z-rerun.json", "worker-01x.json"])
+def test_epilog_suffixes_other_than_a_stamp_match_no_node(files_provider, tmp_path: Path, name: str) -> None:
+    put(tmp_path / "epilog", name, diag4(("Hardware", "memory", "Fail", ["DBE"])))
+    os.utime(tmp_path / "epilog" / name, (at(5).timestamp(), at(5).timestamp()))
+    outcome = slow(files_provider, tmp_path, ["worker-01", "worker"])
+    assert outcome.attributions == ()

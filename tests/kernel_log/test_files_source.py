@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from providers.base import Deadline, NodeTarget, ProviderProcessingError, ProviderTimeoutError
+from providers.base import Deadline, ErrorType, NodeTarget, ProviderProcessingError, ProviderTimeoutError
 from providers.kernel_log.collect import Collector, Window
+from providers.kernel_log.rules import decoded_events
 from providers.kernel_log.sources.files import FileSource
 from tests.kernel_log.conftest import (
     DETECTED,
@@ -41,7 +42,7 @@ def test_big_file_is_searched_not_read(tmp_path: Path) -> None:
     c = _scan(tmp_path, ["worker-01"])
     size = path.stat().st_size
     assert c.bytes_read < size / 20
-    assert [e.code for e in c.events] == [48]
+    assert [e.code for e in decoded_events(c)] == [48]
     assert c.lines_in_window["worker-01"] == 17 * 60 + 1  # 11:45:00..12:02:00, both ends included
 
 
@@ -51,13 +52,13 @@ def test_lines_outside_window_do_not_count_and_unparseable_lines_are_skipped(tmp
         [
             rsyslog(at(-30), "worker-01", xid(79)),  # before the window
             "garbage without a timestamp",
-            "Sep  9 11:59:00 worker-01 kernel: " + xid(79),  # BSD: refused
+            "2026-09-09T11:59:00 worker-01 kernel: " + xid(79),  # no offset: refused
             rsyslog(at(-1), "worker-01", HEALTHY),
             rsyslog(at(5), "worker-01", xid(79)),  # after the window
         ],
     )
     c = _scan(tmp_path, ["worker-01"])
-    assert c.events == []
+    assert decoded_events(c) == []
     assert c.lines_in_window == {"worker-01": 1}
 
 
@@ -70,7 +71,7 @@ def test_layouts_folder_file_and_combined(tmp_path: Path) -> None:
         [rfc5424(at(-2), "worker-04", xid(64)), rfc5424(at(-2), "worker-99", xid(79))],
     )
     c = _scan(tmp_path, ["worker-01", "worker-02", "worker-03", "worker-04"])
-    assert sorted((e.host, e.code) for e in c.events) == [
+    assert sorted((e.host, e.code) for e in decoded_events(c)) == [
         ("worker-01", 48),
         ("worker-02", 74),
         ("worker-03", 95),
@@ -91,7 +92,7 @@ def test_files_of_hosts_outside_scope_are_never_opened(tmp_path: Path) -> None:
 def test_hostnames_match_case_insensitively_and_keep_scope_spelling(tmp_path: Path) -> None:
     write_lines(tmp_path / "kern.log", [rsyslog(at(-1), "Worker-01", xid(48))])
     c = _scan(tmp_path, ["worker-01"])
-    assert [e.host for e in c.events] == ["worker-01"]
+    assert [e.host for e in decoded_events(c)] == ["worker-01"]
 
 
 def test_non_kernel_lines_are_not_classified(tmp_path: Path) -> None:
@@ -100,7 +101,7 @@ def test_non_kernel_lines_are_not_classified(tmp_path: Path) -> None:
         [rsyslog(at(-1), "worker-01", xid(79), tag="logger"), rfc5424(at(-1), "worker-01", xid(79), app="myapp")],
     )
     c = _scan(tmp_path, ["worker-01"])
-    assert c.events == [] and c.lines_in_window == {"worker-01": 2}
+    assert decoded_events(c) == [] and c.lines_in_window == {"worker-01": 2}
 
 
 def test_rotation_gz_overlapping_the_window_is_streamed(tmp_path: Path) -> None:
@@ -113,7 +114,7 @@ def test_rotation_gz_overlapping_the_window_is_streamed(tmp_path: Path) -> None:
     )
     write_lines(folder / "kern.log", [rsyslog(at(-5), "worker-01", HEALTHY)])
     c = _scan(tmp_path, ["worker-01"])
-    assert [e.code for e in c.events] == [48]
+    assert [e.code for e in decoded_events(c)] == [48]
 
 
 def test_rotated_files_before_the_window_are_skipped(tmp_path: Path) -> None:
@@ -124,7 +125,7 @@ def test_rotated_files_before_the_window_are_skipped(tmp_path: Path) -> None:
     (folder / "kern.log.2.gz").write_bytes(b"corrupt")
     (folder / "kern.log-20260901.gz").write_bytes(b"corrupt")
     c = _scan(tmp_path, ["worker-01"])
-    assert [e.code for e in c.events] == [48]
+    assert [e.code for e in decoded_events(c)] == [48]
 
 
 def test_gz_starting_after_the_window_is_not_streamed(tmp_path: Path) -> None:
@@ -143,12 +144,16 @@ def test_coverage_counts_a_quiet_node_whose_log_spans_the_window(tmp_path: Path)
     assert c.has_telemetry("worker-01") and not c.has_telemetry("worker-02")
 
 
-def test_corrupt_gz_in_the_window_is_a_processing_error(files_provider, tmp_path: Path) -> None:
+def test_corrupt_gz_in_the_window_breaks_only_itself(files_provider, tmp_path: Path, caplog) -> None:
     (tmp_path / "logs").mkdir()
     (tmp_path / "logs" / "worker-01.log.gz").write_bytes(b"\x1f\x8b\x08\x00garbage")
-    with pytest.raises(ProviderProcessingError) as info:
-        files_provider().fast(make_request(["worker-01"]), deadline(), None)
-    assert "could not be read" in str(info.value)
+    write_lines(tmp_path / "logs" / "worker-02.log", [rsyslog(at(-1), "worker-02", xid(79))])
+    with caplog.at_level("WARNING", logger="attribution_adapter.kernel_log"):
+        outcome = files_provider().fast(make_request(["worker-01", "worker-02"]), deadline(), None)
+    assert [f.target for f in outcome.attributions] == [NodeTarget("worker-02")]
+    assert outcome.unattributed_targets == ()
+    assert outcome.error is not None and outcome.error.type is ErrorType.INSUFFICIENT_TELEMETRY
+    assert any("worker-01.log.gz" in r.getMessage() for r in caplog.records)
 
 
 def test_directory_removed_after_boot_is_a_processing_error(files_provider, tmp_path: Path) -> None:

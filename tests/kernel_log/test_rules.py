@@ -26,7 +26,7 @@ def test_one_finding_per_node_with_worst_category_and_first_event(files_provider
     _log(
         tmp_path,
         "worker-01",
-        rsyslog(at(-10), "worker-01", xid(63)),  # gpu_memory, first event
+        rsyslog(at(-10), "worker-01", xid(64)),  # gpu_memory, first event
         rsyslog(at(-5), "worker-01", xid(74)),  # nvlink
         rsyslog(at(-2), "worker-01", xid(79)),  # gpu_off_bus: the worst
         rsyslog(at(-1), "worker-01", xid(45)),  # points at nothing
@@ -45,7 +45,9 @@ def test_one_finding_per_node_with_worst_category_and_first_event(files_provider
 
 
 def test_evidence_is_bounded_and_keeps_the_worst_lines(files_provider, tmp_path: Path) -> None:
-    lines = [rsyslog(at(-14) + i * (at(0) - at(-14)) / 40, "worker-01", xid(63)) for i in range(40)]
+    lines = [
+        rsyslog(at(-14) + i * (at(0) - at(-14)) / 40, "worker-01", xid(64, bus=f"0000:{i:02x}:00")) for i in range(40)
+    ]
     lines.append(rsyslog(at(1), "worker-01", xid(79, rest="x" * 5000)))  # the worst, and last
     _log(tmp_path, "worker-01", *lines)
     outcome = files_provider(ATTRIBUTION_KERNEL_LOG_MAX_EVIDENCE="5").fast(
@@ -60,7 +62,12 @@ def test_evidence_is_bounded_and_keeps_the_worst_lines(files_provider, tmp_path:
 
 def test_application_errors_alone_point_at_the_job(files_provider, tmp_path: Path) -> None:
     _log(tmp_path, "worker-01", rsyslog(at(-1), "worker-01", xid(13)))
-    _log(tmp_path, "worker-02", rsyslog(at(-2), "worker-02", xid(31)), rsyslog(at(-1), "worker-02", xid(154)))
+    _log(
+        tmp_path,
+        "worker-02",
+        rsyslog(at(-2), "worker-02", xid(31)),
+        rsyslog(at(-1), "worker-02", xid(154, "GPU recovery action changed from 0x0 (None) to 0x0 (None)")),
+    )
     outcome = files_provider().fast(make_request(["worker-01", "worker-02"]), deadline(), None)
     assert len(outcome.attributions) == 1
     finding = outcome.attributions[0]

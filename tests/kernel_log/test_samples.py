@@ -27,11 +27,20 @@ def test_seed_request_yields_the_worker_01_finding() -> None:
 
 
 def test_all_sample_nodes() -> None:
-    nodes = ["worker-01", "worker-02", "worker-03", "worker-04"]
+    nodes = ["worker-01", "worker-02", "worker-03", "worker-04", "worker-05", "worker-06"]
     outcome = KernelLogProvider.from_options(OPTIONS).fast(make_request(nodes), deadline(), None)
-    assert [f.target for f in outcome.attributions] == [NodeTarget("worker-01")]
-    # worker-02's Xid 13/43 point at the job, but a node finding exists; worker-04 only has a correctable AER.
-    assert outcome.unattributed_targets == (NodeTarget("worker-02"), NodeTarget("worker-03"), NodeTarget("worker-04"))
+    assert [(f.target, f.error_category) for f in outcome.attributions] == [
+        (NodeTarget("worker-01"), "gpu_off_bus"),
+        (NodeTarget("worker-06"), "gpu_off_bus"),  # the dmesg-style file's three-line record
+    ]
+    # worker-02's Xid 13 points at the job, but node findings exist; worker-04 only has a correctable AER;
+    # worker-05 only non-fatal NVLink5, Xid 63, Xid 154 to None and a non-fatal SXid.
+    assert outcome.unattributed_targets == tuple(
+        NodeTarget(n) for n in ("worker-02", "worker-03", "worker-04", "worker-05")
+    )
+    assert outcome.error is None
+    (probe,) = [f for f in outcome.attributions if f.target == NodeTarget("worker-06")]
+    assert probe.evidence[0].message.count("NVRM:") == 3  # one event with its three lines
     only_app = KernelLogProvider.from_options(OPTIONS).fast(make_request(["worker-02", "worker-03"]), deadline(), None)
     assert [f.error_category for f in only_app.attributions] == ["application"]
 

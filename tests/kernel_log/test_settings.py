@@ -115,3 +115,23 @@ def test_unreadable_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(ProviderConstructionError) as info:
         build(ATTRIBUTION_KERNEL_LOG_SOURCE="files", ATTRIBUTION_KERNEL_LOG_DIR=str(d))
     assert "ATTRIBUTION_KERNEL_LOG_DIR" in str(info.value) and "cannot be read" in str(info.value)
+
+
+def test_time_zone_is_an_iana_name_checked_at_boot(logs: str) -> None:
+    provider = build(
+        ATTRIBUTION_KERNEL_LOG_SOURCE="files",
+        ATTRIBUTION_KERNEL_LOG_DIR=logs,
+        ATTRIBUTION_KERNEL_LOG_TIME_ZONE="Asia/Tokyo",
+    )
+    assert str(provider.settings.time_zone) == "Asia/Tokyo"
+    assert (
+        str(build(ATTRIBUTION_KERNEL_LOG_SOURCE="files", ATTRIBUTION_KERNEL_LOG_DIR=logs).settings.time_zone) == "UTC"
+    )
+    for bad in ("Mars/Olympus", "+02:00", "../etc/passwd"):
+        with pytest.raises(ProviderConstructionError) as info:
+            build(
+                ATTRIBUTION_KERNEL_LOG_SOURCE="files",
+                ATTRIBUTION_KERNEL_LOG_DIR=logs,
+                ATTRIBUTION_KERNEL_LOG_TIME_ZONE=bad,
+            )
+        assert "ATTRIBUTION_KERNEL_LOG_TIME_ZONE" in str(info.value)

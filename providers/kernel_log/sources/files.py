@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import gzip
+import logging
 import os
 import re
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -14,7 +15,9 @@ from typing import BinaryIO
 
 from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, TraceContext
 from providers.kernel_log.collect import Collector
-from providers.kernel_log.parse import ParsedLine, parse_line
+from providers.kernel_log.parse import TimeContext, is_continuation, line_time, parse_line
+
+log = logging.getLogger("attribution_adapter.kernel_log")
 
 #: lines are expected in time order within this much (a relay's queue or several senders in one file may
 #: interleave slightly); the search starts this much early and reading stops this much late
@@ -33,14 +36,20 @@ DEFAULT_COMBINED = ("kern.log", "kernel.log", "syslog", "messages", "all.log")
 # `<base>` with an optional rotation suffix: `.N`, `-YYYYMMDD` (logrotate dateext), then `.gz`.
 _ROTATED = re.compile(r"^(?P<base>.+?)(?:\.(?P<num>\d+)|-(?P<date>\d{8}))?(?P<gz>\.gz)?$")
 
-_Emit = Callable[[ParsedLine, str], None]
-
 
 @dataclass(frozen=True)
 class LogFile:
     path: Path
     gz: bool
     order: tuple[int, int]  # newest first when sorted ascending
+
+
+class UnknownFormat(Exception):
+    """The start of a file holds no line in a known format; `line_no` is its first unreadable line."""
+
+    def __init__(self, line_no: int) -> None:
+        super().__init__(line_no)
+        self.line_no = line_no
 
 
 def _rotation(name: str) -> tuple[str, bool, tuple[int, int]]:
@@ -103,13 +112,14 @@ class FileSource:
                 if node is None:
                     continue  # a host outside the scope: never opened
                 try:
-                    inner = list(os.scandir(entry.path))
-                except OSError as exc:
-                    raise ProviderProcessingError("a kernel log folder could not be read") from exc
+                    inner = [sub for sub in os.scandir(entry.path) if sub.is_file()]
+                except OSError:
+                    log.warning("kernel log folder %s could not be read; skipped", entry.name)
+                    collector.mark_unreadable(node)
+                    continue
                 for sub in inner:
-                    if sub.is_file():
-                        base, gz, order = _rotation(sub.name)
-                        groups.setdefault((entry.name, node, base), []).append(LogFile(Path(sub.path), gz, order))
+                    base, gz, order = _rotation(sub.name)
+                    groups.setdefault((entry.name, node, base), []).append(LogFile(Path(sub.path), gz, order))
             elif is_file:
                 base, gz, order = _rotation(entry.name)
                 if base in self.combined:
@@ -130,62 +140,121 @@ class FileSource:
     def scan(self, collector: Collector, deadline: Deadline, trace: TraceContext | None = None) -> None:
         """Read the window of every planned file into the collector."""
         for node, files in self.plan(collector):
-            emit = self._emitter(collector, node)
-            self._read_group(files, collector, emit, deadline)
+            self._read_group(node, files, collector, deadline)
+        collector.finish()
 
-    @staticmethod
-    def _emitter(collector: Collector, node: str | None) -> _Emit:
-        def emit(parsed: ParsedLine, raw: str) -> None:
-            target = node if node is not None else collector.node_for(parsed.host)
-            if target is not None:
-                collector.add(target, parsed.observed_at, parsed.message, raw, parsed.tag)
-
-        return emit
-
-    def _read_group(self, files: list[LogFile], collector: Collector, emit: _Emit, deadline: Deadline) -> None:
+    def _read_group(self, node: str | None, files: list[LogFile], collector: Collector, deadline: Deadline) -> None:
         lo = collector.window.start - ORDER_SLACK
         hi = collector.window.end + ORDER_SLACK
         newer_first: datetime | None = None  # first line time of the next newer file of the rotation
-        for log in files:
+        for log_file in files:
             _check(deadline)
             # File times are not used: copies and checkouts reset them; the lines' own times decide.
             if newer_first is not None and newer_first < lo:
                 break  # everything in this and older files precedes the newer file's first line
+            reader = _Reader(collector, node, log_file.path.relative_to(self.root).as_posix(), hi, deadline)
             try:
-                if log.gz:
-                    newer_first = self._read_gz(log.path, collector, emit, lo, hi, deadline)
+                if log_file.gz:
+                    newer_first = reader.read_gz(log_file.path, lo)
                 else:
-                    newer_first = self._read_plain(log.path, collector, emit, lo, hi, deadline)
+                    newer_first = reader.read_plain(log_file.path, lo)
+            except UnknownFormat as exc:
+                log.warning(
+                    "kernel log file %s has no line in a known format (first unreadable line %d); skipped",
+                    reader.origin,
+                    exc.line_no,
+                )
+                collector.mark_unreadable(node)
+                newer_first = None
             except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
-                raise ProviderProcessingError("a kernel log file could not be read") from exc
+                # One broken, corrupt or vanished file breaks only itself: the other files' lines stand.
+                log.warning("kernel log file %s could not be read (%s); skipped", reader.origin, type(exc).__name__)
+                collector.mark_unreadable(node)
+                newer_first = None
+            finally:
+                reader.close()
 
-    def _read_gz(
-        self, path: Path, collector: Collector, emit: _Emit, lo: datetime, hi: datetime, deadline: Deadline
-    ) -> datetime | None:
+
+class _Reader:
+    """Reads one file into the collector: its lines, their continuations, and where the window lies."""
+
+    def __init__(self, collector: Collector, node: str | None, origin: str, hi: datetime, deadline: Deadline) -> None:
+        self.collector = collector
+        self.node = node
+        self.origin = origin
+        self.hi = hi
+        self.deadline = deadline
+        self.ctx: TimeContext = collector.time_context
+        self.previous: tuple[str, object] | None = None  # (node, parsed) of the last stamped line
+        self.nodes_seen: set[str] = set()
+
+    def close(self) -> None:
+        for node in self.nodes_seen:
+            self.collector.end_origin(node, self.origin)
+
+    def read_gz(self, path: Path, lo: datetime) -> datetime | None:
         # A gzip stream cannot seek: look at its first line, skip it when it starts after the window, else
         # stream it from the top and stop past the window's end.
         with path.open("rb") as raw:
-            first = _first_time(gzip.GzipFile(fileobj=_Counter(raw, collector), mode="rb"))  # type: ignore[arg-type]
-        if first is not None and first > hi:
+            first = _first_time(gzip.GzipFile(fileobj=_Counter(raw, self.collector), mode="rb"), self.ctx)  # type: ignore[arg-type]
+        if first is not None and first > self.hi:
             return first
         with path.open("rb") as raw:
-            stream = gzip.GzipFile(fileobj=_Counter(raw, collector), mode="rb")  # type: ignore[arg-type]
-            _forward(_chunks(stream), emit, hi, deadline)
+            stream = gzip.GzipFile(fileobj=_Counter(raw, self.collector), mode="rb")  # type: ignore[arg-type]
+            self.forward(_chunks(stream))
         return first
 
-    def _read_plain(
-        self, path: Path, collector: Collector, emit: _Emit, lo: datetime, hi: datetime, deadline: Deadline
-    ) -> datetime | None:
+    def read_plain(self, path: Path, lo: datetime) -> datetime | None:
         with path.open("rb") as raw:
-            f = _Counter(raw, collector)
+            f = _Counter(raw, self.collector)
             size = os.fstat(raw.fileno()).st_size
-            _, first = _probe(f, 0, size)
-            if first is not None and first > hi:
+            if size == 0:
+                return None
+            _, first = _probe(f, 0, size, self.ctx)
+            if first is None:
+                line_no = _first_unreadable(f)
+                if line_no is None:
+                    return None  # only blank lines: nothing to read, nothing unreadable
+                raise UnknownFormat(line_no)
+            if first > self.hi:
                 return first
-            offset = _search(f, size, lo, deadline)
+            offset = _search(f, size, lo, self.deadline, self.ctx)
             f.seek(offset)
-            _forward(_chunks(f), emit, hi, deadline)
+            self.forward(_chunks(f))
         return first
+
+    def forward(self, chunks: Iterator[bytes]) -> None:
+        """Feed lines in order until the first one later than the window's end (still fed, for coverage)."""
+        rest = b""
+        for chunk in chunks:
+            _check(self.deadline)
+            rest += chunk
+            lines = rest.split(b"\n")
+            rest = lines.pop()
+            if len(rest) > MAX_LINE:
+                rest = b""
+            for raw in lines:
+                if self.feed(raw):
+                    return
+        if rest:
+            self.feed(rest)
+
+    def feed(self, raw: bytes) -> bool:
+        """Feed one line; True when it is past the window's end and reading should stop."""
+        text = raw.decode("utf-8", "replace").rstrip("\r").replace("\x00", "")
+        parsed = parse_line(text, self.ctx)
+        if parsed is None:
+            if self.previous is not None and is_continuation(text, self.previous[1]):  # type: ignore[arg-type]
+                self.collector.add_continuation(self.previous[0], text, self.origin)
+            return False  # another unreadable line: skipped, never fatal
+        node = self.node if self.node is not None else self.collector.node_for(parsed.host)
+        if node is None:
+            self.previous = None
+            return parsed.observed_at > self.hi
+        self.nodes_seen.add(node)
+        self.collector.add_parsed(node, parsed, text, self.origin)
+        self.previous = (node, parsed)
+        return parsed.observed_at > self.hi
 
 
 def _check(deadline: Deadline) -> None:
@@ -201,17 +270,29 @@ def _chunks(f: _Counter | gzip.GzipFile) -> Iterator[bytes]:
         yield chunk
 
 
-def _first_time(f: gzip.GzipFile) -> datetime | None:
-    """The first parseable timestamp within the first PROBE_LIMIT bytes of a stream."""
-    data = f.read(PROBE_LIMIT)
-    for raw in data.split(b"\n")[:-1] if b"\n" in data else [data]:
-        parsed = parse_line(raw.decode("utf-8", "replace"))
-        if parsed is not None:
-            return parsed.observed_at
+def _first_unreadable(f: _Counter) -> int | None:
+    """The number of the first non-empty line at the start of a file that holds no known format (None: all blank)."""
+    f.seek(0)
+    for number, raw in enumerate(f.read(PROBE_LIMIT).split(b"\n"), start=1):
+        if raw.strip():
+            return number
     return None
 
 
-def _probe(f: _Counter, pos: int, end: int) -> tuple[int, datetime | None]:
+def _first_time(f: gzip.GzipFile, ctx: TimeContext) -> datetime | None:
+    """The first parseable timestamp within the first PROBE_LIMIT bytes of a stream."""
+    data = f.read(PROBE_LIMIT)
+    lines = data.split(b"\n")
+    for raw in lines[:-1] if len(lines) > 1 else lines:
+        value = line_time(raw, ctx)
+        if value is not None:
+            return value
+    if data.strip():
+        raise UnknownFormat(next((i for i, raw in enumerate(lines, start=1) if raw.strip()), 1))
+    return None
+
+
+def _probe(f: _Counter, pos: int, end: int, ctx: TimeContext) -> tuple[int, datetime | None]:
     """(start, time) of the first parseable line starting at or after `pos` (looking at most PROBE_LIMIT bytes)."""
     if pos > 0:
         f.seek(pos - 1)
@@ -242,9 +323,9 @@ def _probe(f: _Counter, pos: int, end: int) -> tuple[int, datetime | None]:
             else:
                 data += more
                 continue
-        parsed = parse_line(data[: min(nl, 512)].decode("utf-8", "replace"))
-        if parsed is not None:
-            return line_start, parsed.observed_at
+        value = line_time(data[:nl], ctx)
+        if value is not None:
+            return line_start, value
         line_start += nl + 1
         consumed += nl + 1
         data = data[nl + 1 :]
@@ -255,43 +336,16 @@ def _probe(f: _Counter, pos: int, end: int) -> tuple[int, datetime | None]:
     return line_start, None
 
 
-def _search(f: _Counter, size: int, target: datetime, deadline: Deadline) -> int:
+def _search(f: _Counter, size: int, target: datetime, deadline: Deadline, ctx: TimeContext) -> int:
     """A byte offset at or before the first line at or after `target`, within SEARCH_BLOCK of it."""
     lo, hi = 0, size
     while hi - lo > SEARCH_BLOCK:
         _check(deadline)
         mid = (lo + hi) // 2
-        start, ts = _probe(f, mid, hi)
+        start, ts = _probe(f, mid, hi, ctx)
         if ts is not None and ts < target and start < hi:
             lo = start
         else:
             # At or past the target, or nothing readable near here: searching earlier is always safe.
             hi = mid
     return lo
-
-
-def _forward(chunks: Iterator[bytes], emit: _Emit, stop_after: datetime, deadline: Deadline) -> None:
-    """Emit lines in order until the first one later than `stop_after` (which is still emitted, for coverage)."""
-    rest = b""
-    for chunk in chunks:
-        _check(deadline)
-        rest += chunk
-        lines = rest.split(b"\n")
-        rest = lines.pop()
-        if len(rest) > MAX_LINE:
-            rest = b""
-        for raw in lines:
-            if _emit_line(raw, emit, stop_after):
-                return
-    if rest:
-        _emit_line(rest, emit, stop_after)
-
-
-def _emit_line(raw: bytes, emit: _Emit, stop_after: datetime) -> bool:
-    """Emit one line; True when it is past `stop_after` and reading should stop."""
-    text = raw.decode("utf-8", "replace").rstrip("\r")
-    parsed = parse_line(text)
-    if parsed is None:
-        return False  # unparseable or BSD-format line: skipped, never fatal
-    emit(parsed, text)
-    return parsed.observed_at > stop_after

@@ -1,0 +1,130 @@
+"""Attribution rules: decoded kernel events and epilog results into findings, unattributed nodes and notes.
+
+A rule never reads a file: the collector and the epilog reader hand it what they read.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+from providers.base import (
+    AllJobResources,
+    AttributionOutcome,
+    ErrorType,
+    Finding,
+    NodeTarget,
+    ProviderError,
+    Target,
+)
+from providers.kernel_log.catalogue import Points
+from providers.kernel_log.collect import Collector
+from providers.kernel_log.decode import Event, decode_records
+from providers.kernel_log.epilog import NodeResults
+from providers.kernel_log.evidence import EvidenceItem, finding, merge_per_node
+
+
+def _missing_message(missing: int, total: int, what: str) -> str:
+    return f"no {what} for {missing} of {total} nodes in the window"
+
+
+def _times(n: int) -> str:
+    return "1 time" if n == 1 else f"{n} times"
+
+
+def _count_list(counts: Counter[str]) -> str:
+    return ", ".join(f"{label} ({_times(n)})" for label, n in sorted(counts.items()))
+
+
+def decoded_events(collector: Collector) -> list[Event]:
+    """Every decoded event of the collector's records; a line present in two files of one host counts once."""
+    events: list[Event] = []
+    seen: set[tuple[str, object, str]] = set()
+    for node, records in collector.records.items():
+        for event in decode_records(node, records):
+            key = (node, event.observed_at, event.line)
+            if key not in seen:
+                seen.add(key)
+                events.append(event)
+    return events
+
+
+def _item(event: Event, source: str) -> EvidenceItem:
+    assert event.category is not None
+    return EvidenceItem(event.observed_at, event.category, source, event.line, (event.kind, event.code, event.device))
+
+
+def _outcome(findings: list[Finding], unattributed: Sequence[Target], notes: list[str]) -> AttributionOutcome:
+    error = ProviderError(ErrorType.INSUFFICIENT_TELEMETRY, "; ".join(notes)) if notes else None
+    return AttributionOutcome(attributions=tuple(findings), unattributed_targets=tuple(unattributed), error=error)
+
+
+def attribute(nodes: Sequence[str], collector: Collector, max_evidence: int, source: str) -> AttributionOutcome:
+    """Turn a filled collector into an outcome, following the provider's attribution rules."""
+    events = decoded_events(collector)
+    node_items: dict[str, list[EvidenceItem]] = {}
+    job_items: list[EvidenceItem] = []
+    unknown: Counter[str] = Counter()
+    uncertain: set[str] = set(collector.unreadable_nodes)
+    if collector.unreadable_combined:
+        uncertain.update(nodes)
+    for event in events:
+        if event.points is Points.NODE:
+            node_items.setdefault(event.host, []).append(_item(event, source))
+        elif event.points is Points.JOB:
+            job_items.append(_item(event, source))
+        elif event.points is Points.UNKNOWN:
+            unknown[event.label] += 1
+            uncertain.add(event.host)
+    notes: list[str] = []
+    with_logs = [n for n in nodes if collector.has_telemetry(n)]
+    if unknown:
+        notes.append(f"an Xid or SXid the catalogue does not know, or whose line it cannot decode, was seen: "
+                     f"{_count_list(unknown)}")  # fmt: skip
+    readable_failed = len(collector.unreadable_nodes) + (1 if collector.unreadable_combined else 0)
+    if readable_failed:
+        notes.append(f"{readable_failed} kernel log file group(s) could not be read")
+    if not with_logs:
+        notes.insert(0, f"no kernel log lines for any of the {len(nodes)} nodes in the window")
+        return _outcome([], [], notes)
+    merged = merge_per_node(nodes, [node_items])
+    findings = [finding(NodeTarget(node), items, max_evidence) for node, items in merged.items()]
+    if not findings and job_items:
+        findings.append(finding(AllJobResources(), job_items, max_evidence))
+    if collector.truncated:
+        # Part of the window was never read, so a node without a finding was not fully looked at.
+        notes.insert(0, "the kernel log window was only partly read (Loki page limit reached)")
+        return _outcome(findings, [], notes)
+    unattributed = [NodeTarget(n) for n in with_logs if n not in merged and n not in uncertain]
+    missing = len(nodes) - len(with_logs)
+    if missing:
+        notes.insert(0, _missing_message(missing, len(nodes), "kernel log lines"))
+    return _outcome(findings, unattributed, notes)
+
+
+def attribute_epilog(nodes: Sequence[str], results: Mapping[str, NodeResults], max_evidence: int) -> AttributionOutcome:
+    """Turn epilog DCGM results into an outcome: failed tests are findings, passing nodes unattributed."""
+    unreadable = [n for n in nodes if n in results and results[n].unreadable]
+    readable = [n for n in nodes if n in results and (results[n].failures or results[n].passed)]
+    notes: list[str] = []
+    if unreadable:
+        notes.append(f"epilog health-check results of {len(unreadable)} node(s) could not be read")
+    if not readable:
+        notes.insert(0, f"no epilog health-check results for any of the {len(nodes)} nodes in the window")
+        return _outcome([], [], notes)
+    items = {
+        node: [
+            EvidenceItem(when, f.category, "dcgm", f"{f.test}: {f.message}", (f.test, f.entity))
+            for when, f in results[node].failures
+        ]
+        for node in readable
+    }
+    merged = merge_per_node(nodes, [items])
+    findings = [finding(NodeTarget(node), node_items, max_evidence) for node, node_items in merged.items()]
+    unattributed = [
+        NodeTarget(n) for n in readable if n not in merged and results[n].passed and not results[n].unreadable
+    ]
+    missing = sum(1 for n in nodes if n not in readable)
+    if missing:
+        notes.insert(0, _missing_message(missing, len(nodes), "epilog health-check results"))
+    return _outcome(findings, unattributed, notes)

@@ -1,0 +1,199 @@
+"""Real published kernel lines in every format the provider reads, through `fast` (sources: fixtures/SOURCES.md)."""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+
+from providers.base import ErrorType, NodeTarget
+from tests.kernel_log.conftest import HEALTHY, at, deadline, make_request, rsyslog, write_lines, xid
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def place(tmp_path: Path, fixture: str, as_name: str) -> Path:
+    target = tmp_path / "logs" / as_name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(FIXTURES / fixture, target)
+    return target
+
+
+def fast(files_provider, nodes: list[str], **options: str):
+    return files_provider(**options).fast(make_request(nodes), deadline(), None)
+
+
+@pytest.mark.parametrize(
+    ("fixture", "node", "category", "evidence_lines"),
+    [
+        ("dmesg-iso-probe-off-bus.log", "worker-01", "gpu_off_bus", 3),
+        ("dmesg-T-probe-off-bus.log", "worker-01", "gpu_off_bus", 3),
+        ("dmesg-decode-iso-xid79.log", "worker-01", "gpu_off_bus", 1),
+        ("syslog-rfc3164-rminitadapter.log", "worker4", "gpu_hardware", 1),
+        ("rsyslog-probe-off-bus-repeated-prefix.log", "worker-05", "gpu_off_bus", 3),
+        ("journal-short-iso-xid79-xid119.log", "gpu17", "gpu_off_bus", 1),
+        ("journal-short-precise-xid74.log", "gpu18", "nvlink", 1),
+        ("journal-json-xid48.log", "gpu19", "gpu_memory", 1),
+        ("rsyslog-sxid.log", "gpu21", "nvswitch", 2),
+        ("dmesg-iso-xid120-gsp.log", "gpu22", "gpu_firmware", 3),
+        ("rsyslog-xid74-registers.log", "gpu23", "nvlink", 1),
+        ("rsyslog-xid154-reset.log", "gpu24", "gpu_driver", 1),
+    ],
+)
+def test_real_lines_give_the_finding_nvidia_decodes(
+    files_provider, tmp_path: Path, fixture: str, node: str, category: str, evidence_lines: int
+) -> None:
+    # Per-host folders: formats without a host take it from the folder.
+    place(tmp_path, fixture, f"{node}/kern.log")
+    outcome = fast(files_provider, [node])
+    assert [(f.target, f.error_category) for f in outcome.attributions] == [(NodeTarget(node), category)]
+    assert outcome.error is None and outcome.unattributed_targets == ()
+    first = outcome.attributions[0].evidence[0]
+    assert first.message.count("\n") + 1 == evidence_lines  # a multi-line record is one event, all lines shown
+
+
+def test_only_non_fatal_events_leave_the_node_unattributed(files_provider, tmp_path: Path) -> None:
+    # Xid 149 NETIR_BER_EVENT Nonfatal, Xid 145 RLW_REMAP Nonfatal, Xid 63 remap pending; CRLF line ends.
+    place(tmp_path, "rfc5424-non-fatal-only.log", "gpu20.log")
+    outcome = fast(files_provider, ["gpu20"])
+    assert outcome.attributions == ()
+    assert outcome.unattributed_targets == (NodeTarget("gpu20"),)
+    assert outcome.error is None
+
+
+def test_an_unknown_sxid_without_severity_is_never_a_finding_and_is_reported(files_provider, tmp_path: Path) -> None:
+    place(tmp_path, "rsyslog-sxid-unknown.log", "gpu22/kern.log")
+    outcome = fast(files_provider, ["gpu22"])
+    assert outcome.attributions == () and outcome.unattributed_targets == ()
+    assert outcome.error is not None and outcome.error.type is ErrorType.INSUFFICIENT_TELEMETRY
+    assert "SXid 26008 (1 time)" in outcome.error.message and "SOE" not in outcome.error.message
+
+
+def test_unknown_xid_codes_are_counted_without_log_text(files_provider, tmp_path: Path) -> None:
+    lines = [rsyslog(at(-60), "worker-01", HEALTHY)]
+    lines += [rsyslog(at(-5 + i / 10), "worker-01", xid(999, "pid=1, name=secret-job, new text")) for i in range(3)]
+    lines += [rsyslog(at(30), "worker-01", HEALTHY)]
+    write_lines(tmp_path / "logs" / "worker-01.log", lines)
+    write_lines(
+        tmp_path / "logs" / "worker-02.log",
+        [rsyslog(at(-60), "worker-02", HEALTHY), rsyslog(at(30), "worker-02", HEALTHY)],
+    )
+    outcome = fast(files_provider, ["worker-01", "worker-02"])
+    assert outcome.attributions == ()
+    assert outcome.unattributed_targets == (NodeTarget("worker-02"),)  # worker-01 was not seen to be fine
+    assert outcome.error is not None and outcome.error.type is ErrorType.INSUFFICIENT_TELEMETRY
+    assert "does not know" in outcome.error.message and "Xid 999 (3 times)" in outcome.error.message
+    assert "secret-job" not in outcome.error.message
+
+
+def test_a_user_space_line_in_dmesg_decode_output_is_not_the_kernel(files_provider, tmp_path: Path) -> None:
+    place(tmp_path, "dmesg-decode-iso-xid79.log", "worker-01/kern.log")
+    evidence = fast(files_provider, ["worker-01"]).attributions[0].evidence
+    assert all("0000:02:00" not in e.message for e in evidence)  # the `user  :` facility line
+
+
+def test_a_logger_line_in_the_journal_is_not_the_kernel(files_provider, tmp_path: Path) -> None:
+    place(tmp_path, "journal-json-xid48.log", "gpu19/journal.json")
+    finding = fast(files_provider, ["gpu19"]).attributions[0]
+    assert finding.error_category == "gpu_memory"  # the `logger` Xid 79 would have been gpu_off_bus
+    assert all("0000:09:00" not in e.message for e in finding.evidence)
+
+
+def test_plain_dmesg_cannot_be_placed_in_time_and_is_reported(files_provider, tmp_path: Path, caplog) -> None:
+    place(tmp_path, "dmesg-plain-seconds-since-boot.log", "worker-01/dmesg.log")
+    write_lines(tmp_path / "logs" / "worker-02.log", [rsyslog(at(-1), "worker-02", xid(79))])
+    with caplog.at_level(logging.WARNING, logger="attribution_adapter.kernel_log"):
+        outcome = fast(files_provider, ["worker-01", "worker-02"])
+    assert [f.target for f in outcome.attributions] == [NodeTarget("worker-02")]
+    assert outcome.unattributed_targets == ()
+    assert outcome.error is not None and outcome.error.type is ErrorType.INSUFFICIENT_TELEMETRY
+    (record,) = [r for r in caplog.records if "known format" in r.getMessage()]
+    assert "worker-01/dmesg.log" in record.getMessage() and "line 1" in record.getMessage()
+    assert "RmInitAdapter" not in record.getMessage()  # no log text in the service's own logs
+
+
+def test_year_less_lines_take_the_year_nearest_the_window(files_provider, tmp_path: Path) -> None:
+    # RFC 3164 lines on New Year's Eve for a failure just after midnight: the old year, not the window's.
+    new_year = at(0).replace(year=2027, month=1, day=1, hour=0, minute=1)
+    lines = [
+        "Dec 31 23:59:30 worker-01 kernel: [ 10.000001] NVRM: Xid (PCI:0000:07:00): 48, DBE",
+        "Jan  1 00:05:00 worker-01 kernel: [ 400.000001] " + HEALTHY,
+    ]
+    write_lines(
+        tmp_path / "logs" / "worker-01.log", ["Dec 31 23:30:00 worker-01 kernel: [ 1.000001] " + HEALTHY, *lines]
+    )
+    outcome = files_provider().fast(make_request(["worker-01"], detected=new_year), deadline(), None)
+    (finding,) = outcome.attributions
+    assert finding.observed_at == new_year.replace(year=2026, month=12, day=31, hour=23, minute=59, second=30)
+
+
+def test_zone_less_lines_are_read_in_the_configured_zone(files_provider, tmp_path: Path) -> None:
+    # 13:58 in Berlin (CEST, +02:00) is 11:58Z: inside the window only when read in that zone.
+    write_lines(
+        tmp_path / "logs" / "worker-01.log",
+        [
+            "Sep  9 13:30:00 worker-01 kernel: " + HEALTHY,
+            "Sep  9 13:58:12 worker-01 kernel: " + xid(79),
+            "Sep  9 14:05:00 worker-01 kernel: " + HEALTHY,
+        ],
+    )
+    berlin = fast(files_provider, ["worker-01"], ATTRIBUTION_KERNEL_LOG_TIME_ZONE="Europe/Berlin")
+    assert berlin.attributions[0].observed_at == at(-1.8)
+    utc = fast(files_provider, ["worker-01"])
+    assert utc.attributions == ()
+
+
+def test_nul_bytes_invalid_utf8_and_crlf_in_a_line(files_provider, tmp_path: Path) -> None:
+    path = tmp_path / "logs" / "worker-01.log"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(
+        rsyslog(at(-60), "worker-01", HEALTHY).encode() + b"\r\n"
+        + rsyslog(at(-1), "worker-01", xid(95, "pid=7, name=py\xff\x00thon, Uncontained: LTC TAG")).encode("latin-1")
+        + b"\r\n"
+        + rsyslog(at(30), "worker-01", HEALTHY).encode() + b"\r\n"
+    )  # fmt: skip
+    finding = fast(files_provider, ["worker-01"]).attributions[0]
+    assert finding.error_category == "gpu_memory"
+    assert "\x00" not in finding.evidence[0].message and "\r" not in finding.evidence[0].message
+
+
+def test_a_corrupt_rotated_gz_and_a_vanished_file_break_only_themselves(
+    files_provider, tmp_path: Path, caplog, monkeypatch
+) -> None:
+    folder = tmp_path / "logs" / "worker-01"
+    write_lines(folder / "kern.log", [rsyslog(at(-14), "worker-01", HEALTHY), rsyslog(at(-1), "worker-01", xid(79))])
+    (folder / "kern.log.1.gz").write_bytes(gzip.compress(b"x" * 10)[:12])  # cut short: corrupt
+    write_lines(tmp_path / "logs" / "worker-02.log", [rsyslog(at(-2), "worker-02", xid(48))])
+    vanished = write_lines(tmp_path / "logs" / "worker-03.log", [rsyslog(at(-2), "worker-03", xid(79))])
+    real_open = Path.open
+
+    def open_(self: Path, *args, **kwargs):  # noqa: ANN202 - as the OS answers once rotation removed the file
+        if self == vanished:
+            raise FileNotFoundError(2, "No such file or directory", str(self))
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", open_)
+    with caplog.at_level(logging.WARNING, logger="attribution_adapter.kernel_log"):
+        outcome = fast(files_provider, ["worker-01", "worker-02", "worker-03"])
+    assert {(f.target.name, f.error_category) for f in outcome.attributions} == {
+        ("worker-01", "gpu_off_bus"),
+        ("worker-02", "gpu_memory"),
+    }
+    messages = " ".join(r.getMessage() for r in caplog.records)
+    assert "worker-01/kern.log.1.gz" in messages and "worker-03.log" in messages
+    assert outcome.error is not None and outcome.error.type is ErrorType.INSUFFICIENT_TELEMETRY
+
+
+def test_node_identity_is_whole_names_or_short_and_fqdn(files_provider, tmp_path: Path) -> None:
+    write_lines(
+        tmp_path / "logs" / "worker-01.cluster.local" / "kern.log",
+        [rsyslog(at(-1), "worker-01.cluster.local", xid(79))],
+    )
+    write_lines(
+        tmp_path / "logs" / "kern.log", [rsyslog(at(-1), "WORKER-1", xid(48)), rsyslog(at(-1), "worker-010", xid(48))]
+    )
+    outcome = fast(files_provider, ["worker-01", "worker"])
+    assert [(f.target, f.error_category) for f in outcome.attributions] == [(NodeTarget("worker-01"), "gpu_off_bus")]
