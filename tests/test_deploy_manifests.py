@@ -14,7 +14,7 @@ import yaml
 from app.settings import ServerSettings, Settings
 
 ROOT = Path(__file__).resolve().parent.parent
-MANIFEST_DIR = ROOT / "deploy" / "kubernetes"
+MANIFEST_DIR = ROOT / "deploy" / "kubernetes" / "base"
 MANIFEST_FILES = ("deployment.yaml", "service.yaml", "networkpolicy.yaml", "hpa.yaml", "pdb.yaml")
 
 # The oldest Kubernetes minor these manifests promise to work on (the preStop `sleep` action needs 1.30).
