@@ -44,7 +44,8 @@ run: export ATTRIBUTION_EPILOG_DIR ?= conf/samples/epilog
 run: $(RUN_STAMP)
 	exec $(VENV)/bin/gunicorn -c conf/gunicorn.conf.py wsgi:app
 
-## docs: lint docs/openapi.json and build the static reference into site/ (Redocly CLI, pinned in docs/package.json)
+## docs: lint docs/openapi.json, build the static reference into site/ (Redocly CLI on the Node.js LTS pinned in
+## docs/package.json) and load it in headless Chromium with the network off (SITE_SCREENSHOT=x.png keeps a picture)
 docs:
 	bash docs/build-site.sh
 

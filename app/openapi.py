@@ -41,34 +41,32 @@ SEED_EXAMPLE: dict[str, Any] = {
 EXAMPLES_PATH = Path(__file__).with_name("openapi_examples.json")
 
 #: What each `error.type` means and what a caller should do about it; the README and docs/contract.md give the same.
-ERROR_TYPE_GUIDE: tuple[tuple[str, str, str, str], ...] = (
+ERROR_TYPE_GUIDE: tuple[tuple[str, str, str], ...] = (
     (
         "timeout",
-        "The provider, or its backend, did not answer within `timeout_ms`. Backend work may go on after the answer.",
-        "empty",
+        "The provider, or its backend, did not answer within `timeout_ms`; backend work may go on after the answer. "
+        "`attributions` is empty.",
         "Treat the failure as not attributed this time. Retry with a larger `timeout_ms` if your deadline allows, "
         "and keep your own HTTP timeout above it.",
     ),
     (
         "insufficient_telemetry",
-        "The telemetry source answered but held too little: no lines for some nodes, a window read only in part, "
-        "no epilog results. Informational.",
-        "the findings for targets that had telemetry stand",
+        "Informational: the telemetry source answered but held too little (no lines for some nodes, a window read "
+        "only in part, no epilog results). Findings for the targets that had telemetry stand.",
         "Use the findings given. A node without telemetry is neither blamed nor cleared: check that its logs reach "
         "the source.",
     ),
     (
         "service_error",
         "The provider or its backend failed: it could not be reached, answered an error or something unreadable, "
-        "or broke the contract (its answer was discarded).",
-        "empty",
+        "or broke the contract (its answer was discarded). `attributions` is empty.",
         "Treat the failure as not attributed; retry later. Tell the Adapter's operator: the backend needs attention.",
     ),
     (
         "no_attribution_available",
         "Nothing can be attributed for this request: a `slow` without `scope.start_time` and `scope.end_time`, or "
-        "whose `continue_session` is malformed, edited, expired or was issued for another workload.",
-        "empty",
+        "whose `continue_session` is malformed, edited, expired or was issued for another workload. `attributions` "
+        "is empty.",
         "Without the window, send the `slow` again with both bounds. With a session that is not valid, start over "
         "with a `fast` request.",
     ),
@@ -77,13 +75,9 @@ ERROR_TYPE_GUIDE: tuple[tuple[str, str, str, str], ...] = (
 
 def error_type_table() -> str:
     """The `error.type` table in Markdown, one row per type."""
-    rows = [
-        "| `error.type` | what it means | `attributions` | what the caller should do |",
-        "| --- | --- | --- | --- |",
-    ]
-    rows += [
-        f"| `{kind}` | {meaning} | {findings} | {action} |" for kind, meaning, findings, action in ERROR_TYPE_GUIDE
-    ]
+    # Bold rather than code: the reference page breaks code anywhere, which would split the names in a narrow column.
+    rows = ["| `error.type` | what it means | what the caller should do |", "| --- | --- | --- |"]
+    rows += [f"| **{kind}** | {meaning} | {action} |" for kind, meaning, action in ERROR_TYPE_GUIDE]
     return "\n".join(rows) + "\n"
 
 
