@@ -1,9 +1,9 @@
 """Offline checks of the Dockerfile and .dockerignore: what can be known about the image without building it.
 
-No container engine runs here and no base image can be pulled, so the build itself is not run. What is checked
-instead: every file the Dockerfile copies exists and survives .dockerignore, the base image is pinned by tag and
-digest, only requirements.txt is installed, the final stage runs the Procfile's command as a numeric non-root user,
-and the writable paths are the ones the Kubernetes Deployment mounts.
+The test machines reach no container registry, so the pinned base cannot be pulled and the build itself is not
+run here. What is checked instead: every file the Dockerfile copies exists and survives .dockerignore, the base
+image is pinned by tag and digest, only requirements.txt is installed, the final stage runs the Procfile's command
+as a numeric non-root user, and the writable paths are the ones the Kubernetes Deployment mounts.
 """
 
 from __future__ import annotations
