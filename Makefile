@@ -27,15 +27,25 @@ openapi: $(STAMP)
 clean:
 	rm -rf $(VENV) site .pytest_cache .ruff_cache
 
-## run: start gunicorn with the open kernel_log provider on the sample logs in conf/samples (127.0.0.1:8000)
-run: $(STAMP)
-	ATTRIBUTION_PROVIDER=kernel_log \
-	ATTRIBUTION_KERNEL_LOG_SOURCE=files \
-	ATTRIBUTION_KERNEL_LOG_DIR=conf/samples/kernel-logs \
-	ATTRIBUTION_EPILOG_DIR=conf/samples/epilog \
-	$(VENV)/bin/gunicorn -c conf/gunicorn.conf.py wsgi:app
+## run: serve the API on 127.0.0.1:8000 with the open kernel_log provider on the sample telemetry in conf/samples.
+## Installs requirements.txt only. Every ATTRIBUTION_* variable of the environment reaches the service as it is;
+## the four below are defaults for when one is not set, e.g. `ATTRIBUTION_KERNEL_LOG_DIR=/srv/logs make run`.
+RUN_STAMP := $(VENV)/.installed-runtime
 
-## docs: lint docs/openapi.json and build the static reference into site/ (Redocly CLI, pinned in docs/package.json)
+$(RUN_STAMP): requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $(RUN_STAMP)
+
+run: export ATTRIBUTION_PROVIDER ?= kernel_log
+run: export ATTRIBUTION_KERNEL_LOG_SOURCE ?= files
+run: export ATTRIBUTION_KERNEL_LOG_DIR ?= conf/samples/kernel-logs
+run: export ATTRIBUTION_EPILOG_DIR ?= conf/samples/epilog
+run: $(RUN_STAMP)
+	exec $(VENV)/bin/gunicorn -c conf/gunicorn.conf.py wsgi:app
+
+## docs: lint docs/openapi.json, build the static reference into site/ (Redocly CLI on the Node.js LTS pinned in
+## docs/package.json) and load it in headless Chromium with the network off (SITE_SCREENSHOT=x.png keeps a picture)
 docs:
 	bash docs/build-site.sh
 

@@ -1,4 +1,4 @@
-"""The contract guard: every provider answer is checked against CONTRACT.md before any of it reaches a caller.
+"""The contract guard: every provider answer is checked against docs/contract.md before any of it reaches a caller.
 
 An answer that breaks the contract is never passed through, not even in part: the caller gets `service_error`.
 """

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from apispec import APISpec
@@ -35,7 +36,53 @@ SEED_EXAMPLE: dict[str, Any] = {
     "phase": "fast",
 }
 
-DESCRIPTION = """\
+#: Real request/response pairs written by `python -m app.examples` (app/examples.py), which runs the service; read
+#: here as data, so the export still builds no settings and calls no provider.
+EXAMPLES_PATH = Path(__file__).with_name("openapi_examples.json")
+
+#: What each `error.type` means and what a caller should do about it; the README and docs/contract.md give the same.
+ERROR_TYPE_GUIDE: tuple[tuple[str, str, str], ...] = (
+    (
+        "timeout",
+        "The provider, or its backend, did not answer within `timeout_ms`; backend work may go on after the answer. "
+        "`attributions` is empty.",
+        "Treat the failure as not attributed this time. Retry with a larger `timeout_ms` if your deadline allows, "
+        "and keep your own HTTP timeout above it.",
+    ),
+    (
+        "insufficient_telemetry",
+        "Informational: the telemetry source answered but held too little (no lines for some nodes, a window read "
+        "only in part, no epilog results). Findings for the targets that had telemetry stand.",
+        "Use the findings given. A node without telemetry is neither blamed nor cleared: check that its logs reach "
+        "the source.",
+    ),
+    (
+        "service_error",
+        "The provider or its backend failed: it could not be reached, answered an error or something unreadable, "
+        "or broke the contract (its answer was discarded). `attributions` is empty.",
+        "Treat the failure as not attributed; retry later. Tell the Adapter's operator: the backend needs attention.",
+    ),
+    (
+        "no_attribution_available",
+        "Nothing can be attributed for this request: a `slow` without `scope.start_time` and `scope.end_time`, or "
+        "whose `continue_session` is malformed, edited, expired or was issued for another workload. `attributions` "
+        "is empty.",
+        "Without the window, send the `slow` again with both bounds. With a session that is not valid, start over "
+        "with a `fast` request.",
+    ),
+)
+
+
+def error_type_table() -> str:
+    """The `error.type` table in Markdown, one row per type."""
+    # Bold rather than code: the reference page breaks code anywhere, which would split the names in a narrow column.
+    rows = ["| `error.type` | what it means | what the caller should do |", "| --- | --- | --- |"]
+    rows += [f"| **{kind}** | {meaning} | {action} |" for kind, meaning, action in ERROR_TYPE_GUIDE]
+    return "\n".join(rows) + "\n"
+
+
+DESCRIPTION = (
+    """\
 The Attribution Adapter answers one question for ADI, the GPU-cluster recovery system: which node, or the job's
 resources as a whole, a distributed training failure can be attributed to, with the evidence. It reports evidence;
 it never decides recovery, which belongs to the caller.
@@ -45,6 +92,11 @@ it never decides recovery, which belongs to the caller.
 gives 200 with `service_error`, so callers must read the body. Invalid request shapes are 422; a body over the
 configured limit is 413; a provider that cannot be constructed for the request is 500. An empty list, a missing
 `confidence` or an informational error says nothing about node isolation.
+
+"""
+    + error_type_table()
+    + """
+The examples of `POST /v1/attribution` were produced by running the service (`python -m app.examples`).
 
 **Phases.** Each request runs one phase synchronously. `fast` starts the provider's fast signal pass and returns a
 new `attribution_session_id`. `slow` continues it: send that id as `continue_session` and the epilog window as
@@ -61,6 +113,7 @@ authenticated TLS or mTLS boundary, and never expose its port or its metrics por
 carry user IDs, node names and log excerpts. `traceparent`/`tracestate` carry tracing context only; they are not
 credentials. There is no schema version negotiation: deploy matching ADI and Adapter contract versions.
 """
+)
 
 SCHEMA_DESCRIPTIONS = {
     "AttributionRequest": "One attribution request for one phase. Unknown fields at any depth are rejected (422).",
@@ -122,6 +175,46 @@ def _target_components(spec: APISpec, converter: Any) -> None:
     )
 
 
+def _recorded_examples() -> list[dict[str, Any]]:
+    return json.loads(EXAMPLES_PATH.read_text(encoding="utf-8"))["examples"]
+
+
+def _produced_by(example: dict[str, Any]) -> str:
+    text = f"Produced by running the service with {example['produced_by']}."
+    if "request_note" in example:
+        return f"{text} The request: {example['request_note']}."
+    return f"{text} The request:\n\n```json\n{json.dumps(example['request'], indent=2, sort_keys=True)}\n```"
+
+
+def _response_examples(recorded: list[dict[str, Any]], status: int) -> dict[str, Any]:
+    return {
+        example["name"]: {
+            "summary": example["summary"],
+            "description": _produced_by(example),
+            "value": example["response"],
+        }
+        for example in recorded
+        if example["status"] == status
+    }
+
+
+# The request examples, by the recorded example that sent them: each a valid request of its own kind.
+REQUEST_EXAMPLES = {
+    "fast": ("fast", "A fast request"),
+    "slow": ("slow", "A slow request continuing a session over the epilog window"),
+    "several_nodes": ("insufficient_telemetry", "A fast request over three nodes, one of them without logs"),
+    "slow_without_window": ("no_attribution_available", "A slow request without its window"),
+}
+
+
+def _request_examples(recorded: list[dict[str, Any]]) -> dict[str, Any]:
+    by_name = {example["name"]: example for example in recorded}
+    return {
+        key: {"summary": summary, "value": by_name[name]["request"]}
+        for key, (name, summary) in REQUEST_EXAMPLES.items()
+    }
+
+
 def _json(schema: str, description: str, **extra: Any) -> dict[str, Any]:
     return {
         "description": description,
@@ -131,6 +224,7 @@ def _json(schema: str, description: str, **extra: Any) -> dict[str, Any]:
 
 
 def build_spec() -> APISpec:
+    recorded = _recorded_examples()
     plugin = MarshmallowPlugin()
     spec = APISpec(
         title="Attribution Adapter",
@@ -177,7 +271,7 @@ def build_spec() -> APISpec:
                     "content": {
                         "application/json": {
                             "schema": "AttributionRequest",
-                            "examples": {"fast": {"summary": "A fast request", "value": SEED_EXAMPLE}},
+                            "examples": _request_examples(recorded),
                         }
                     },
                 },
@@ -185,11 +279,17 @@ def build_spec() -> APISpec:
                     "200": _json(
                         "AttributionResponse",
                         "Processed, including every `error.type`: read the body.",
+                        examples=_response_examples(recorded, 200),
                     ),
-                    "413": _json("ErrorDetail", "The body is larger than the configured limit (default 4 MiB)."),
+                    "413": _json(
+                        "ErrorDetail",
+                        "The body is larger than the configured limit (default 4 MiB).",
+                        examples=_response_examples(recorded, 413),
+                    ),
                     "422": _json(
                         "ValidationError",
                         "The body is not JSON, not an object, has a wrong content type, or breaks a rule.",
+                        examples=_response_examples(recorded, 422),
                     ),
                     "500": _json("ErrorDetail", "The provider could not be constructed for this request."),
                 },

@@ -46,7 +46,7 @@ class ContractField(fields.Field):
 
 
 def check_canonical(value: str) -> None:
-    """Raise ValidationError unless `value` is a canonical string (see CONTRACT.md)."""
+    """Raise ValidationError unless `value` is a canonical string (see docs/contract.md)."""
     if value != value.strip():
         raise ValidationError(m.NOT_CANONICAL_SPACE)
     if value.isascii():

@@ -1,4 +1,4 @@
-"""Request schemas: `AttributionRequest` and its parts, with every rule of CONTRACT.md."""
+"""Request schemas: `AttributionRequest` and its parts, with every rule of docs/contract.md."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The contract guard (CONTRACT.md, "Invariants the service enforces on every response"): whatever the provider
+"""The contract guard (docs/contract.md, "Invariants the service enforces on every response"): whatever the provider
 returns, the caller gets a contract-valid answer; an answer that breaks the contract becomes `service_error`
 and nothing of it passes through."""
 

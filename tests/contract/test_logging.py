@@ -1,4 +1,4 @@
-"""CONTRACT.md, "Caller and network requirements": logs keep out bodies, evidence text and user IDs by default
+"""docs/contract.md, "Caller and network requirements": logs keep out bodies, evidence text and user IDs by default
 (the default level is `info`)."""
 
 from __future__ import annotations

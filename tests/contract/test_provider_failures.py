@@ -1,4 +1,4 @@
-"""Provider failures (CONTRACT.md, "Phases and sessions" and "HTTP status codes"): a processing failure is a
+"""Provider failures (docs/contract.md, "Phases and sessions" and "HTTP status codes"): a processing failure is a
 200 with a typed error, a construction failure a 500, and the wait is bounded by `timeout_ms`."""
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ def test_any_other_exception_is_200_service_error_without_details(phase, exc):
 
 def test_backend_socket_timeout_is_a_timeout():
     """A builtin TimeoutError (e.g. a socket timeout) means a backend did not answer in time: `timeout`
-    (CONTRACT.md: "one that does not answer in time is a `timeout`"), with empty findings."""
+    (docs/contract.md: "one that does not answer in time is a `timeout`"), with empty findings."""
     _, client, body = _client_failing("fast", raising(TimeoutError("socket timed out")))
     message = check_empty_error(post(client, body), "timeout")["error"]["message"]
     assert message and "\n" not in message and "Traceback" not in message
@@ -233,7 +233,7 @@ def test_construction_error_is_500_detail_without_stack(phase):
 
 @pytest.mark.parametrize("phase", ["fast", "slow"])
 def test_construction_error_detail_carries_no_stack_trace(phase):
-    """CONTRACT.md: 500 `{"detail": str}`, no stack trace, even when the provider's message holds one."""
+    """docs/contract.md: 500 `{"detail": str}`, no stack trace, even when the provider's message holds one."""
     message = f"the private FACT client is not installed\n{STACK}"
     _, client, body = _client_failing(phase, raising(ProviderConstructionError(message)))
     response = post(client, body)

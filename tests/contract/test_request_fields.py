@@ -1,4 +1,4 @@
-"""`AttributionRequest`: every field's type, bounds and rule (CONTRACT.md, "Request").
+"""`AttributionRequest`: every field's type, bounds and rule (docs/contract.md, "Request").
 
 An invalid request is a 422 in the FastAPI shape with one entry per problem and `loc` naming the path; the
 provider is never called. A valid one reaches the provider with exactly the value sent.

@@ -1,4 +1,4 @@
-"""Phases and sessions (CONTRACT.md, "Phases and sessions")."""
+"""Phases and sessions (docs/contract.md, "Phases and sessions")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""W3C Trace Context (CONTRACT.md, "Headers"): a valid pair reaches the provider; an invalid one is ignored and
+"""W3C Trace Context (docs/contract.md, "Headers"): a valid pair reaches the provider; an invalid one is ignored and
 never changes the status."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The FACT provider, through an HTTP `fact_client` (tests/faults/fact_http_pkg), against a failing loopback FACT.
 
-Contract (CONTRACT.md): unreachable, erroring, unreadable or contract-breaking (a node outside the scope) is 200
+Contract (docs/contract.md): unreachable, erroring, unreadable or contract-breaking (a node outside the scope) is 200
 `service_error`; no answer in time is 200 `timeout`; both with empty `attributions`. The call ends (the backend
 sees the connection closed) and the app serves the next request.
 """

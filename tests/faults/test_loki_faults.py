@@ -1,6 +1,6 @@
 """The kernel_log provider's `loki` source against a real loopback Loki that fails in every way the issue lists.
 
-Contract (CONTRACT.md, "Invariants"): a source that cannot be reached, answers with an error or answers with
+Contract (docs/contract.md, "Invariants"): a source that cannot be reached, answers with an error or answers with
 something unreadable is a 200 with `error.type` `service_error`; one that does not answer in time is `timeout`;
 both with empty `attributions`, and no finding is ever fabricated or names a node outside `scope.nodes`. The
 provider call must end (the backend sees its connection closed) and the app must serve the next request.

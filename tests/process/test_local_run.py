@@ -1,23 +1,96 @@
-"""The README's local run: gunicorn with kernel_log on conf/samples answers the README's curl example as shown."""
+"""The README's local run: `make run` itself, as a developer types it, on 127.0.0.1.
+
+With nothing set it serves kernel_log on conf/samples and answers the README's curl example as shown; every
+ATTRIBUTION_* variable of the environment reaches the service; and it installs requirements.txt only.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import re
-import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+import pytest
 import requests
 
-from tests.gunicorn_process import ROOT
+from tests.gunicorn_process import BOOT_TIMEOUT_S, ROOT, adapter_env, free_port
+
+URL = "/v1/attribution"
 
 
-def _make_run_env() -> dict[str, str]:
-    """The ATTRIBUTION_* assignments of the Makefile's `run` recipe, so this test runs what `make run` runs."""
-    makefile = (ROOT / "Makefile").read_text()
-    recipe = makefile.split("\nrun:", 1)[1].split("\n\n", 1)[0]
-    words = shlex.split(recipe.replace("\\\n", " "))
-    return dict(word.split("=", 1) for word in words if re.match(r"ATTRIBUTION_[A-Z_]+=", word))
+class MakeRun:
+    """`make run` started in its own session; gunicorn is make's child and is stopped by its PID."""
+
+    def __init__(self, env: Mapping[str, str], log_path: Path) -> None:
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.log_path = log_path
+        full_env = adapter_env(
+            {"ATTRIBUTION_BIND": f"127.0.0.1:{self.port}", "ATTRIBUTION_METRICS_BIND": f"127.0.0.1:{free_port()}"}
+        )
+        full_env.update(env)
+        self.process = subprocess.Popen(
+            ["make", "--no-print-directory", "run"],
+            cwd=ROOT,
+            env=full_env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def output(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self) -> None:
+        # The first `make run` of a tree also installs requirements.txt: allow for that on top of the boot.
+        deadline = time.monotonic() + BOOT_TIMEOUT_S + 120
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"make run exited {self.process.returncode}:\n{self.output()}")
+            try:
+                if requests.get(f"{self.base_url}/healthz", timeout=1).status_code == 200:
+                    return
+            except requests.ConnectionError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"make run did not serve /healthz in time:\n{self.output()}")
+
+    def post(self, body: object, **kwargs: object) -> requests.Response:
+        return requests.post(f"{self.base_url}{URL}", timeout=15, **kwargs, json=body)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+            pids = [int(pid) for pid in children.read_text().split()] if children.exists() else []
+            for pid in pids:  # gunicorn's master: SIGTERM stops its workers, then make returns
+                os.kill(pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)  # make's own session, started above
+                self.process.wait(timeout=10)
+        self._log.close()
+
+
+@pytest.fixture
+def make_run(tmp_path: Path) -> Iterator:
+    started: list[MakeRun] = []
+
+    def start(env: Mapping[str, str] | None = None) -> MakeRun:
+        runner = MakeRun(env or {}, tmp_path / f"make-run-{len(started)}.log")
+        started.append(runner)
+        return runner
+
+    yield start
+    for runner in started:
+        runner.stop()
 
 
 def _readme_example() -> tuple[dict, dict]:
@@ -30,17 +103,52 @@ def _readme_example() -> tuple[dict, dict]:
     return json.loads(curl.group(1)), json.loads(answer.group(1))
 
 
-def test_the_readme_curl_example_answers_with_the_finding_it_shows(start_gunicorn):
-    env = _make_run_env()
-    assert env["ATTRIBUTION_PROVIDER"] == "kernel_log"
-    assert Path(ROOT / env["ATTRIBUTION_KERNEL_LOG_DIR"]).is_dir()
-    request, shown = _readme_example()
-    server = start_gunicorn(env)
+def test_make_run_answers_the_readme_curl_example_with_the_finding_it_shows(make_run):
+    server = make_run()
     server.wait_ready()
-    answer = requests.post(f"{server.base_url}/v1/attribution", json=request, timeout=15)
+    request, shown = _readme_example()
+    answer = server.post(request)
     assert answer.status_code == 200
     body = answer.json()
     for key in ("schema_version", "service", "attributions", "unattributed_targets"):
         assert body[key] == shown[key], key
     assert "error" not in body and "error" not in shown
     assert body["attribution_session_id"].startswith("as1.")
+
+
+def test_make_run_passes_every_attribution_variable_of_the_environment_through(make_run, tmp_path):
+    # A log tree of one node the samples do not have: only this directory can give it a finding.
+    tree = tmp_path / "logs"
+    tree.mkdir()
+    sample = (ROOT / "conf" / "samples" / "kernel-logs" / "worker-01" / "kern.log").read_text()
+    (tree / "gpu-node-7.log").write_text(sample.replace("worker-01", "gpu-node-7"))
+    server = make_run({"ATTRIBUTION_KERNEL_LOG_DIR": str(tree), "ATTRIBUTION_MAX_BODY_BYTES": "2048"})
+    server.wait_ready()
+    request, _ = _readme_example()
+    request["scope"]["nodes"] = ["gpu-node-7"]
+    body = server.post(request).json()
+    assert [f["target"] for f in body["attributions"]] == [{"type": "Node", "name": "gpu-node-7"}]
+    # The samples' own node is not in this tree any more: the default gave way.
+    request["scope"]["nodes"] = ["worker-01"]
+    body = server.post(request).json()
+    assert body["attributions"] == [] and body["error"]["type"] == "insufficient_telemetry"
+    # A setting of the service itself, not of the provider, arrives too.
+    request["workload_id"] = "x" * 256
+    request["scope"]["nodes"] = [f"node-{i:03d}" for i in range(200)]
+    assert len(json.dumps(request)) > 2048
+    assert server.post(request).status_code == 413
+
+
+def test_make_run_installs_requirements_txt_only():
+    plan = subprocess.run(
+        ["make", "--no-print-directory", "-n", "-B", "run"],
+        cwd=ROOT,
+        env=adapter_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    installs = [line for line in plan.splitlines() if "pip install" in line]
+    assert installs and all(line.rstrip().endswith("-r requirements.txt") for line in installs), plan
+    assert "requirements-dev.txt" not in plan

@@ -1,4 +1,4 @@
-"""An independent reading of CONTRACT.md's request rules that the OpenAPI document cannot (or does not) express.
+"""An independent reading of docs/contract.md's request rules that the OpenAPI document cannot (or does not) express.
 
 The fuzz test uses it as an oracle: a schema-valid request that breaks one of these rules must get a 422 naming
 the broken field, and only such a request may be refused.

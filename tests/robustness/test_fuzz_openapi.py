@@ -4,7 +4,7 @@ schemathesis generates positive and negative data (examples, coverage and fuzzin
 has on each answer. CI mode runs `DEFAULT_EXAMPLES` examples per operation; for a deeper local run set
 `ATTRIBUTION_FUZZ_EXAMPLES`, e.g. `ATTRIBUTION_FUZZ_EXAMPLES=2000`.
 
-The document cannot express every request rule of CONTRACT.md (see contract_rules.py): a schema-valid request
+The document cannot express every request rule of docs/contract.md (see contract_rules.py): a schema-valid request
 that breaks one of those is expected to be a 422 naming the broken field, and for that request only the
 `positive_data_acceptance` check is left out. Every other failure fails the test.
 """
