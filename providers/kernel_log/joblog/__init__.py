@@ -1,0 +1,42 @@
+"""Attribution from a job's own logs: read each node's tail and parse it into what the rules need."""
+
+The public API, in the order a provider uses it (see `docs/job-logs.md`):
+
+- `scan_job_logs(root, workload_id, attempt_index, nodes, deadline, limits=..., resolver_factory=...)` reads and
+  parses `<root>/<workload_id>/<attempt_index>/<node>.log*` into a `JobLogScan` (`read`: what was read or left
+  out; `logs`: a `NodeLog` per node);
+- `oom_killed_pid(kernel_message)` turns a kernel OOM-killer line into a pid.
+
+Nothing here imports the rest of the kernel_log provider; it speaks `providers.base` types and its own
+dataclasses.
+"""
+
+from providers.kernel_log.joblog.files import (
+    MAX_GZ_INFLATED_BYTES,
+    MAX_LINE_BYTES,
+    MAX_NODE_BYTES,
+    MAX_REQUEST_BYTES,
+    JobLogRead,
+    NodeRead,
+    ReadLimits,
+)
+from providers.kernel_log.joblog.lines import NodeLog, oom_killed_pid
+from providers.kernel_log.joblog.nodes import NodeResolver, ResolverFactory, exact_resolver
+from providers.kernel_log.joblog.scan import JobLogScan, scan_job_logs
+
+__all__ = [
+    "MAX_GZ_INFLATED_BYTES",
+    "MAX_LINE_BYTES",
+    "MAX_NODE_BYTES",
+    "MAX_REQUEST_BYTES",
+    "JobLogRead",
+    "JobLogScan",
+    "NodeLog",
+    "NodeRead",
+    "NodeResolver",
+    "ReadLimits",
+    "ResolverFactory",
+    "exact_resolver",
+    "oom_killed_pid",
+    "scan_job_logs",
+]
