@@ -1,11 +1,12 @@
-"""Attribution from a job's own logs: read each node's tail and parse it into what the rules need."""
+"""Attribution from a job's own logs: read each node's tail, parse it, conclude which node (or the job) failed.
 
 The public API, in the order a provider uses it (see `docs/job-logs.md`):
 
 - `scan_job_logs(root, workload_id, attempt_index, nodes, deadline, limits=..., resolver_factory=...)` reads and
   parses `<root>/<workload_id>/<attempt_index>/<node>.log*` into a `JobLogScan` (`read`: what was read or left
   out; `logs`: a `NodeLog` per node);
-- `oom_killed_pid(kernel_message)` turns a kernel OOM-killer line into a pid.
+- `oom_killed_pid(kernel_message)` turns a kernel OOM-killer line into the pid an `OomKill` needs;
+- `conclude(scope_nodes, scope_ranks, logs, oom_kills, max_evidence=...)` returns `JobLogConclusions`.
 
 Nothing here imports the rest of the kernel_log provider; it speaks `providers.base` types and its own
 dataclasses.
@@ -22,6 +23,14 @@ from providers.kernel_log.joblog.files import (
 )
 from providers.kernel_log.joblog.lines import NodeLog, oom_killed_pid
 from providers.kernel_log.joblog.nodes import NodeResolver, ResolverFactory, exact_resolver
+from providers.kernel_log.joblog.rules import (
+    SOURCE,
+    JobConclusion,
+    JobLogConclusions,
+    NodeConclusion,
+    OomKill,
+    conclude,
+)
 from providers.kernel_log.joblog.scan import JobLogScan, scan_job_logs
 
 __all__ = [
@@ -29,13 +38,19 @@ __all__ = [
     "MAX_LINE_BYTES",
     "MAX_NODE_BYTES",
     "MAX_REQUEST_BYTES",
+    "SOURCE",
+    "JobConclusion",
+    "JobLogConclusions",
     "JobLogRead",
     "JobLogScan",
+    "NodeConclusion",
     "NodeLog",
     "NodeRead",
     "NodeResolver",
+    "OomKill",
     "ReadLimits",
     "ResolverFactory",
+    "conclude",
     "exact_resolver",
     "oom_killed_pid",
     "scan_job_logs",
