@@ -11,6 +11,7 @@ import pytest
 from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError
 from providers.kernel_log.joblog import files
 from providers.kernel_log.joblog.files import JobLogRead, ReadLimits, parse_file_name, read_job_logs
+from providers.kernel_log.joblog.lines import MAX_LINE_CHARS
 from providers.kernel_log.joblog.nodes import exact_resolver, is_safe_component
 from tests.joblog import fixtures as fx
 from tests.joblog.support import deadline, write_tree
@@ -138,11 +139,11 @@ def test_a_file_that_vanishes_while_the_request_runs_is_skipped(
 
 def test_untidy_bytes_long_lines_and_no_final_newline(tmp_path: Path) -> None:
     line = fx.LLAMAFACTORY_6269[1].encode()
-    data = b"\xff\xfe bad utf-8\r\n" + b"x" * (files.MAX_LINE_BYTES * 3) + b"\n" + line
+    data = b"\xff\xfe bad utf-8\r\n" + b"x" * (MAX_LINE_CHARS * 3) + b"\n" + line
     write_tree(tmp_path, {"a.log": data})
     _, got = _read(tmp_path, ["a"])
     assert got["a"][0] == "\ufffd\ufffd bad utf-8\r"  # decoded with replacement; the parser drops the CR
-    assert len(got["a"][1]) == files.MAX_LINE_BYTES
+    assert len(got["a"][1]) == MAX_LINE_CHARS
     assert got["a"][2] == line.decode()
 
 

@@ -14,14 +14,13 @@ dataclasses.
 
 from providers.kernel_log.joblog.files import (
     MAX_GZ_INFLATED_BYTES,
-    MAX_LINE_BYTES,
     MAX_NODE_BYTES,
     MAX_REQUEST_BYTES,
     JobLogRead,
     NodeRead,
     ReadLimits,
 )
-from providers.kernel_log.joblog.lines import NodeLog, oom_killed_pid
+from providers.kernel_log.joblog.lines import MAX_LINE_CHARS, NodeLog, oom_killed_pid
 from providers.kernel_log.joblog.nodes import NodeResolver, ResolverFactory, exact_resolver
 from providers.kernel_log.joblog.rules import (
     SOURCE,
@@ -35,7 +34,7 @@ from providers.kernel_log.joblog.scan import JobLogScan, scan_job_logs
 
 __all__ = [
     "MAX_GZ_INFLATED_BYTES",
-    "MAX_LINE_BYTES",
+    "MAX_LINE_CHARS",
     "MAX_NODE_BYTES",
     "MAX_REQUEST_BYTES",
     "SOURCE",

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError
+from providers.kernel_log.joblog.lines import MAX_LINE_CHARS  # longer lines are cut before the parser sees them
 from providers.kernel_log.joblog.nodes import NodeResolver, is_safe_component
 
 log = logging.getLogger("attribution_adapter.kernel_log.joblog")
@@ -30,8 +31,6 @@ MAX_NODE_BYTES = 4 * 1024 * 1024
 MAX_REQUEST_BYTES = 256 * 1024 * 1024
 #: a rotated `.gz` file cannot be read from its end: it is decompressed at most this far while its tail is kept
 MAX_GZ_INFLATED_BYTES = 64 * 1024 * 1024
-#: a line longer than this is cut; nothing after it is ever looked at
-MAX_LINE_BYTES = 16 * 1024
 #: entries of one attempt directory looked at
 MAX_DIR_ENTRIES = 256 * 1024
 #: rotated files of one node considered (newest first)
@@ -378,20 +377,18 @@ def _gz_tail(path: Path, need: int, budget: _Budget, deadline: Deadline) -> tupl
 
 def _feed(data: bytes, partial: bool, sink: LineSink) -> None:
     """Hand `data`'s lines to `sink`, dropping a first line that was cut by the tail's start."""
-    start = 0
     if partial:
         first = data.find(b"\n")
         if first < 0:
             return
-        start = first + 1
-    length = len(data)
-    while start < length:
-        end = data.find(b"\n", start)
-        if end < 0:
-            end = length
-        raw = data[start : min(end, start + MAX_LINE_BYTES)]
-        sink(raw.decode("utf-8", "replace"))
-        start = end + 1
+        data = data[first + 1 :]
+    if not data:
+        return
+    lines = data.decode("utf-8", "replace").split("\n")
+    if data.endswith(b"\n"):
+        lines.pop()  # the empty text after the last newline is no line
+    for line in lines:
+        sink(line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS])
 
 
 def _describe(exc: BaseException) -> str:

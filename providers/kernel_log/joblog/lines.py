@@ -18,6 +18,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 from providers.kernel_log.joblog import cuda_errors
 from providers.kernel_log.joblog.cuda_errors import CudaErrorKind
@@ -420,13 +421,29 @@ class _ElasticEntry:
     in_traceback: bool = False
 
 
-@dataclass
-class _Split:
-    """A line taken apart: text to show, the content after collector prefixes, its collector time."""
+#: the collector's time of a line: a `_TS` match, parsed only when the line becomes evidence; a parsed time; or None
+_Stamp = re.Match[str] | datetime | None
+#: a line taken apart: (text to show, content after collector prefixes, its collector time)
+_Split = tuple[str, str, _Stamp]
 
-    text: str
-    body: str
-    observed_at: datetime | None
+
+def _observed(stamp: _Stamp) -> datetime | None:
+    return stamp if stamp is None or isinstance(stamp, datetime) else parse_stamp(stamp)
+
+
+def _interesting(body: str) -> bool:
+    """Whether a line may hold a record: most lines of a training log hold none and are only counted."""
+    return (
+        "CUDA" in body
+        or "Watchdog caught" in body
+        or "ast enqueued" in body
+        or "NCCL WARN" in body
+        or "Cuda failure" in body
+        or "cudaError" in body
+        or "cuda runtime error" in body
+        or "didn't" in body
+        or "lagging ranks" in body
+    )
 
 
 class NodeParser:
@@ -436,7 +453,9 @@ class NodeParser:
         self.node = node
         self._resolve = resolve
         self._number = 0
-        self._ranks: dict[int, RankSighting] = {}
+        self._seen: dict[int, list[Any]] = {}  # rank -> [lines, number of the last, its text, its stamp, marker only]
+        self._current: tuple[str, _Stamp] = ("", None)
+        self._current_line: LogLine | None = None
         self._timeouts: list[WatchdogTimeout] = []
         self._progress: list[WorkProgress] = []
         self._desync: list[DesyncReport] = []
@@ -460,7 +479,9 @@ class NodeParser:
         split = self._split(raw)
         if split is None:
             return  # a CRI partial line: it continues in the next record of its stream
-        body = split.body
+        text, body, stamp = split
+        self._current = (text, stamp)
+        self._current_line = None
         rank = None
         pos = body.find("[rank", 0, PREFIX_SCAN)
         if pos >= 0:
@@ -474,18 +495,28 @@ class NodeParser:
             m = ROLE_PREFIX.match(body)
             if m:
                 body = body[m.end() :].removeprefix(" ")
-        line = LogLine(split.text[:MAX_TEXT], split.observed_at, self._number)
-        group = self._marker(body)
+        interesting = _interesting(body)
+        group = self._marker(body) if rank is None or interesting or self._pending_desync else None
         if rank is not None:
             self._last_prefixed_rank = rank
-            self._sighting(rank, line, marker_only=False)
+            self._sighting(rank, text, stamp, marker_only=False)
         elif group is not None and (group.pg is None or group.default_group):
-            self._sighting(group.rank, line, marker_only=True)
-        self._resolve_desync(rank, group)
+            self._sighting(group.rank, text, stamp, marker_only=True)
+        if self._pending_desync:
+            self._resolve_desync(rank, group)
         if rank is None:
-            self._elastic(body, line)
-        self._traceback(rank, body, line)
-        self._records(rank, group, body, line)
+            self._elastic(body)
+        if self._open_tracebacks or body.startswith("Traceback"):
+            self._traceback(rank, body)
+        if interesting:
+            self._records(rank, group, body, self._line())
+
+    def _line(self) -> LogLine:
+        """The current line as evidence (built once, and only for lines that become evidence)."""
+        if self._current_line is None:
+            text, stamp = self._current
+            self._current_line = LogLine(text[:MAX_TEXT], _observed(stamp), self._number)
+        return self._current_line
 
     def result(self) -> NodeLog:
         """What was read; open blocks at the end of the text are closed as they stand."""
@@ -494,7 +525,10 @@ class NodeParser:
         return NodeLog(
             node=self.node,
             lines=self._number,
-            ranks=dict(self._ranks),
+            ranks={
+                rank: RankSighting(count, LogLine(text[:MAX_TEXT], _observed(stamp), number), marker_only)
+                for rank, (count, number, text, stamp, marker_only) in self._seen.items()
+            },
             timeouts=tuple(self._timeouts),
             progress=tuple(self._progress),
             desync=tuple(self._desync),
@@ -510,7 +544,7 @@ class NodeParser:
     def _split(self, raw: str) -> _Split | None:
         text = sanitize(raw)
         if not text:
-            return _Split(text, text, None)
+            return text, text, None
         first = text[0]
         if first == "{" and text.startswith('{"log":'):
             return self._docker_json(text)
@@ -528,31 +562,31 @@ class NodeParser:
                 if parts:
                     content = ("".join(parts) + content)[:MAX_LINE_CHARS]
                     text = (text[: m.end()] + content)[:MAX_LINE_CHARS]
-                return _Split(text, content, parse_stamp(m))
+                return text, content, m
             m = STAMP.match(text)
             if m:
-                return _Split(text, text[m.end() :], parse_stamp(m))
+                return text, text[m.end() :], m
         if first == " " or first.isdigit():
             m = SRUN_LABEL.match(text)
             if m:
-                return _Split(text, text[m.end() :], None)
-        return _Split(text, text, None)
+                return text, text[m.end() :], None
+        return text, text, None
 
     @staticmethod
     def _docker_json(text: str) -> _Split:
         try:
             record = json.loads(text)
         except ValueError:
-            return _Split(text, text, None)
+            return text, text, None
         if not isinstance(record, dict) or not isinstance(record.get("log"), str):
-            return _Split(text, text, None)
+            return text, text, None
         content = sanitize(record["log"].rstrip("\n"))
         observed = None
         stamp = record.get("time")
         if isinstance(stamp, str):
             m = STAMP.match(stamp + " ")
             observed = parse_stamp(m) if m else None
-        return _Split(content, content, observed)
+        return content, content, observed
 
     @staticmethod
     def _marker(body: str) -> GroupRank | None:
@@ -568,17 +602,19 @@ class NodeParser:
             return None
         return GroupRank(m.group("pg"), int(m.group("rank")))
 
-    def _sighting(self, rank: int, line: LogLine, marker_only: bool) -> None:
-        seen = self._ranks.get(rank)
+    def _sighting(self, rank: int, text: str, stamp: _Stamp, marker_only: bool) -> None:
+        seen = self._seen.get(rank)
         if seen is None:
-            if len(self._ranks) >= MAX_RECORDS:
+            if len(self._seen) >= MAX_RECORDS:
                 self._cut = True
                 return
-            self._ranks[rank] = RankSighting(1, line, marker_only)
+            self._seen[rank] = [1, self._number, text, stamp, marker_only]
         else:
-            self._ranks[rank] = RankSighting(seen.lines + 1, line, seen.marker_only and marker_only)
+            seen[0] += 1
+            seen[1], seen[2], seen[3] = self._number, text, stamp
+            seen[4] = seen[4] and marker_only
 
-    def _keep(self, records: list, record: object) -> None:  # type: ignore[type-arg]
+    def _keep(self, records: list[Any], record: object) -> None:
         if len(records) < MAX_RECORDS:
             records.append(record)
         else:
@@ -715,11 +751,11 @@ class NodeParser:
 
     # ------------------------------------------------------------ blocks
 
-    def _traceback(self, rank: int | None, body: str, line: LogLine) -> None:
+    def _traceback(self, rank: int | None, body: str) -> None:
         """Follow each rank's Python traceback to its exception line (ranks interleave in one file)."""
         open_tb = self._open_tracebacks.get(rank)
         if body.startswith("Traceback (most recent call last):"):
-            self._open_tracebacks[rank] = _Traceback(first=line)
+            self._open_tracebacks[rank] = _Traceback(first=self._line())
             return
         if open_tb is None:
             return
@@ -738,11 +774,15 @@ class NodeParser:
         exception = body[:MAX_TEXT]
         self._keep(
             self._tracebacks,
-            PythonTraceback(line, rank, open_tb.first, open_tb.last_frame, exception, classify_exception(exception)),
+            PythonTraceback(
+                self._line(), rank, open_tb.first, open_tb.last_frame, exception, classify_exception(exception)
+            ),
         )
 
-    def _elastic(self, body: str, line: LogLine) -> None:
+    def _elastic(self, body: str) -> None:
         """torchelastic's summary: `Failures:` entries, then `Root Cause (first observed failure):` and its entry."""
+        if self._elastic_section is None and not body.startswith(("Failures:", "Root Cause")):
+            return
         stripped = body.strip()
         if stripped == "Failures:":
             self._close_elastic_entry()
@@ -765,7 +805,7 @@ class NodeParser:
         if m:
             self._close_elastic_entry()
             self._elastic_entry = _ElasticEntry(root=bool(self._elastic_section))
-            self._elastic_entry.lines.append(line)
+            self._elastic_entry.lines.append(self._line())
             return
         entry = self._elastic_entry
         if entry is None:
@@ -780,14 +820,14 @@ class NodeParser:
         if m:
             key, value = m.group("key"), m.group("value").strip()
             entry.values[key] = value
-            entry.lines.append(line)
+            entry.lines.append(self._line())
             entry.in_traceback = key == "traceback"
             if entry.in_traceback and value.startswith("Traceback"):
                 entry.traceback_exception = None
             return
         if entry.in_traceback and body.startswith("  "):
             inner = body[2:]
-            entry.lines.append(line)
+            entry.lines.append(self._line())
             if inner and inner[0] not in " \t" and not inner.startswith("Traceback"):
                 entry.traceback_exception = inner[:MAX_TEXT]  # the last unindented line is the exception
             return
