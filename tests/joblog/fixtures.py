@@ -521,3 +521,10 @@ UNIWORLD_46_RANK6 = (
 
 #: https://github.com/pytorch/pytorch/pull/175254 (newer torchelastic appends the signal's name to `exitcode`)
 PYTORCH_175254_EXITCODE = "  exitcode  : -11 (pid: 5277) (SIGSEGV)"
+
+#: The desync report's other statement, as PyTorch's torch/csrc/distributed/c10d/TraceUtils.h
+#: (`analyzeMissingRanks`) prints it, with rank 47 filled in: no public log holding it was found.
+TRACEUTILS_MISSING_RANKS = (
+    "\t - To our best knowledge, ranks [47] are the lagging ranks that caused this timeout. They never joined any "
+    "collectives"
+)

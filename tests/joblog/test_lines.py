@@ -86,6 +86,8 @@ def test_desync_report_names_lagging_ranks_of_the_reporters_group() -> None:
     # The snapshot lines ("[7] finished ALLREDUCE", "[0, 1, 2] started ALLREDUCE") are not lagging statements.
     cut = parse(fx.PYTORCH_152623_DESYNC[:-1])  # no marked line after the report: its group stays unknown
     assert cut.desync[0].group is None
+    missing = [*fx.PYTORCH_152623_DESYNC[:2], fx.TRACEUTILS_MISSING_RANKS, fx.PYTORCH_152623_DESYNC[-1]]
+    assert [(d.lagging, d.group) for d in parse(missing).desync] == [((47,), GroupRank("0", 0))]
 
 
 # ---------------------------------------------------------------- torchelastic's summary

@@ -97,6 +97,17 @@ def test_behind_in_the_newer_pg_status_shape_and_equal_work_is_nobody_behind() -
     assert same.nodes == () and same.job is not None  # both completed 807
 
 
+def test_numbers_of_a_group_that_timed_out_on_point_to_point_work_are_not_compared() -> None:
+    # The behind-in-completed-work scenario above, with rank 0's watchdog line naming a SEND: ProcessGroupNCCL
+    # numbers point-to-point work with its own counter, so the group's numbers cannot be compared across ranks.
+    # No public report found holds such a line; the OpType here is set for the test.
+    behind = _strip(fx.LLAMAFACTORY_7396)
+    send = behind[0].replace("OpType=ALLREDUCE", "OpType=SEND")
+    out = _conclude({"node-a": [send, behind[2]], "node-b": [fx.LLAMAFACTORY_6269[3]]}, ranks=[0, 4])
+    assert out.nodes == () and out.job is not None and out.job.category == "collective_timeout"
+    assert any("point-to-point work" in note for note in out.notes)
+
+
 def test_a_rank_behind_in_its_timed_out_sequence_number_points_at_its_node() -> None:
     # Assembled: rank 1 timed out on work 1 of the default group (nccl#1504), rank 3 on work 4 (open-r1#620).
     out = _conclude({"node-a": [fx.NCCL_1504[1]], "node-b": [fx.OPEN_R1_620_WHAT]}, ranks=[1, 3])

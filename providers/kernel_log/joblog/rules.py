@@ -64,6 +64,9 @@ CATEGORY_RANK: dict[str, int] = {
     "collective_hang": 20,
     "process_exit": 10,
 }
+#: ProcessGroupNCCL's point-to-point work types: they are numbered by their own counter, which the group's
+#: `last enqueued` / `last completed` numbers then mix with the collectives' (PyTorch's `pgStatus`)
+P2P_OPS = frozenset({"SEND", "RECV", "RECVANYSOURCE"})
 #: categories that show a node's own failure; the others may follow another node's failure
 PRIMARY = frozenset({"gpu_memory", "nvlink", "gpu_unavailable", "gpu_driver", "host_oom", "process_killed"})
 
@@ -149,7 +152,9 @@ class _Work:
     context: dict[str, list[_Item]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     timed_out: dict[int, tuple[str, LogLine]] = field(default_factory=dict)  # global rank -> (node, a line)
-    collective_seen: bool = False
+    #: global ranks and process groups that timed out on point-to-point work: their numbers are not compared
+    p2p_ranks: set[int] = field(default_factory=set)
+    p2p_groups: set[str] = field(default_factory=set)
 
     def node(self, node: str, category: str, items: Iterable[_Item]) -> None:
         self.nodes.setdefault(node, []).append(_Candidate(category, list(items)))
@@ -234,7 +239,13 @@ def _collectives(work: _Work) -> None:
     desync = [(n, d) for n, log in work.logs.items() for d in log.desync]
     if not (timeouts or progress or desync):
         return
-    work.collective_seen = True
+    for _, t in timeouts:
+        if t.op in P2P_OPS:
+            g = _global(t.rank, t.group)
+            if g is not None:
+                work.p2p_ranks.add(g)
+            if t.group is not None and t.group.pg is not None:
+                work.p2p_groups.add(t.group.pg)
     unidentified = 0
     for node, rec in [*timeouts, *progress]:
         g = _global(rec.rank, rec.group)
@@ -273,6 +284,8 @@ def _behind_by_progress(
             continue
         groups.setdefault(p.group.pg, {})[g] = (node, p)  # the latest line of each rank wins
     for pg, ranks in groups.items():
+        if _mixes_p2p(work, pg, ranks):
+            continue
         top = max(p.last_completed for _, p in ranks.values())
         ahead = next(p for _, p in ranks.values() if p.last_completed == top)
         for rank, (_, p) in ranks.items():
@@ -300,6 +313,8 @@ def _behind_by_seq(work: _Work, timeouts: list[tuple[str, WatchdogTimeout]], beh
             continue
         groups.setdefault(t.group.pg, {})[g] = t
     for pg, ranks in groups.items():
+        if _mixes_p2p(work, pg, ranks):
+            continue
         top = max(t.seq or 0 for t in ranks.values())
         ahead = next(t for t in ranks.values() if t.seq == top)
         for rank, t in ranks.items():
@@ -314,6 +329,17 @@ def _behind_by_seq(work: _Work, timeouts: list[tuple[str, WatchdogTimeout]], beh
             "watchdog timeouts name different sequence numbers but not their process group (sequence numbers "
             "count per group): they single no rank out"
         )
+
+
+def _mixes_p2p(work: _Work, pg: str, ranks: Mapping[int, object]) -> bool:
+    """Whether a group's numbers may count point-to-point work, which ranks do not share: then none is compared."""
+    if pg in work.p2p_groups or work.p2p_ranks.intersection(ranks):
+        work.notes.append(
+            f"process group {pg} timed out on point-to-point work, whose numbers ranks do not share: its ranks' "
+            "numbers are not compared"
+        )
+        return True
+    return False
 
 
 def _behind_by_desync(work: _Work, desync: list[tuple[str, DesyncReport]], behind: dict[int, list[_Item]]) -> None:
