@@ -254,6 +254,15 @@ def test_cri_lines_with_and_without_a_host_and_their_times() -> None:
     assert t.rank == 4 and t.line.observed_at == datetime(2024, 3, 21, 2, 7, 8, 414000, tzinfo=UTC)
 
 
+def test_a_collectors_time_and_host_of_this_node_are_taken_off_so_blocks_still_read() -> None:
+    node = fx.CPPO_6_HOST
+    for prefix in ("2025-05-21T15:43:03.101Z " + node + " ", node + ": "):
+        (f,) = parse([prefix + line for line in fx.CPPO_6_SIGKILL], node=node).failures
+        assert (f.rank, f.signal) == (0, "SIGKILL")
+    # Another host's name is not this node's prefix: the block is not read as this node's.
+    assert parse(["other-host: " + line for line in fx.CPPO_6_SIGKILL], node=node).failures == ()
+
+
 def test_cri_partial_lines_are_joined() -> None:
     line = fx.LLAMAFACTORY_7396[3].removeprefix("[80749] ")
     at = cri(line[:70]).replace(" F ", " P ", 1)

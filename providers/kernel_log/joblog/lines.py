@@ -565,12 +565,19 @@ class NodeParser:
                 return text, content, m
             m = STAMP.match(text)
             if m:
-                return text, text[m.end() :], m
+                return text, self._own_host_off(text[m.end() :]), m
         if first == " " or first.isdigit():
             m = SRUN_LABEL.match(text)
             if m:
                 return text, text[m.end() :], None
-        return text, text, None
+        return text, self._own_host_off(text), None
+
+    def _own_host_off(self, text: str) -> str:
+        """`text` without a leading `<host> ` or `<host>: ` that names this node (a collector's or pdsh's prefix)."""
+        token, sep, rest = text.partition(" ")
+        if sep and token and len(token) <= 254 and self._resolve(token.removesuffix(":")) == self.node:
+            return rest
+        return text
 
     @staticmethod
     def _docker_json(text: str) -> _Split:
