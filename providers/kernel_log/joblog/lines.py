@@ -574,6 +574,8 @@ class NodeParser:
 
     def _own_host_off(self, text: str) -> str:
         """`text` without a leading `<host> ` or `<host>: ` that names this node (a collector's or pdsh's prefix)."""
+        if not text[:1].isalnum():
+            return text  # host names start with a letter or digit; most lines start with `[`
         token, sep, rest = text.partition(" ")
         if sep and token and len(token) <= 254 and self._resolve(token.removesuffix(":")) == self.node:
             return rest
