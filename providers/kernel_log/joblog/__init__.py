@@ -1,0 +1,56 @@
+"""Attribution from a job's own logs: read each node's tail, parse it, conclude which node (or the job) failed.
+
+The public API, in the order a provider uses it (see `docs/job-logs.md`):
+
+- `scan_job_logs(root, workload_id, attempt_index, nodes, deadline, limits=..., resolver_factory=...)` reads and
+  parses `<root>/<workload_id>/<attempt_index>/<node>.log*` into a `JobLogScan` (`read`: what was read or left
+  out; `logs`: a `NodeLog` per node);
+- `oom_killed_pid(kernel_message)` turns a kernel OOM-killer line into the pid an `OomKill` needs;
+- `conclude(scope_nodes, scope_ranks, logs, oom_kills, max_evidence=...)` returns `JobLogConclusions`.
+
+Nothing here imports the rest of the kernel_log provider; it speaks `providers.base` types and its own
+dataclasses.
+"""
+
+from providers.kernel_log.joblog.files import (
+    MAX_GZ_INFLATED_BYTES,
+    MAX_NODE_BYTES,
+    MAX_REQUEST_BYTES,
+    JobLogRead,
+    NodeRead,
+    ReadLimits,
+)
+from providers.kernel_log.joblog.lines import MAX_LINE_CHARS, NodeLog, oom_killed_pid
+from providers.kernel_log.joblog.nodes import NodeResolver, ResolverFactory, exact_resolver
+from providers.kernel_log.joblog.rules import (
+    SOURCE,
+    JobConclusion,
+    JobLogConclusions,
+    NodeConclusion,
+    OomKill,
+    conclude,
+)
+from providers.kernel_log.joblog.scan import JobLogScan, scan_job_logs
+
+__all__ = [
+    "MAX_GZ_INFLATED_BYTES",
+    "MAX_LINE_CHARS",
+    "MAX_NODE_BYTES",
+    "MAX_REQUEST_BYTES",
+    "SOURCE",
+    "JobConclusion",
+    "JobLogConclusions",
+    "JobLogRead",
+    "JobLogScan",
+    "NodeConclusion",
+    "NodeLog",
+    "NodeRead",
+    "NodeResolver",
+    "OomKill",
+    "ReadLimits",
+    "ResolverFactory",
+    "conclude",
+    "exact_resolver",
+    "oom_killed_pid",
+    "scan_job_logs",
+]

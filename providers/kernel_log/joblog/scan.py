@@ -1,0 +1,46 @@
+"""Read one job attempt's logs and parse each node's tail: the entry point the provider calls."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from providers.base import Deadline
+from providers.kernel_log.joblog.files import JobLogRead, LineSink, ReadLimits, read_job_logs
+from providers.kernel_log.joblog.lines import NodeLog, NodeParser
+from providers.kernel_log.joblog.nodes import ResolverFactory, exact_resolver
+
+
+@dataclass(frozen=True)
+class JobLogScan:
+    """What was read (`read`) and what each node's tail holds (`logs`, one per scope node whose files were read)."""
+
+    read: JobLogRead
+    logs: dict[str, NodeLog]
+
+
+def scan_job_logs(
+    root: Path,
+    workload_id: str,
+    attempt_index: int,
+    nodes: Sequence[str],
+    deadline: Deadline,
+    *,
+    limits: ReadLimits | None = None,
+    resolver_factory: ResolverFactory = exact_resolver,
+) -> JobLogScan:
+    """Read `<root>/<workload_id>/<attempt_index>/<node>.log*` for the scope's nodes and parse their tails.
+
+    Node identity (file stems, torchelastic's `host`, NCCL peers) is decided by `resolver_factory(nodes)`. Raises
+    `ProviderTimeoutError` past the deadline and `ProviderProcessingError` when a folder cannot be listed.
+    """
+    resolve = resolver_factory(nodes)
+    parsers: dict[str, NodeParser] = {}
+
+    def sink_for(node: str) -> LineSink:
+        parser = parsers[node] = NodeParser(node, resolve)
+        return parser.feed
+
+    read = read_job_logs(root, workload_id, attempt_index, nodes, resolve, sink_for, deadline, limits)
+    return JobLogScan(read, {node: parser.result() for node, parser in parsers.items()})

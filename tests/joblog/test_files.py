@@ -1,0 +1,186 @@
+"""The job-log reader: layout, rotation, tails bounded per node and per request, path safety, broken files."""
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError
+from providers.kernel_log.joblog import files
+from providers.kernel_log.joblog.files import JobLogRead, ReadLimits, parse_file_name, read_job_logs
+from providers.kernel_log.joblog.lines import MAX_LINE_CHARS
+from providers.kernel_log.joblog.nodes import exact_resolver, is_safe_component
+from tests.joblog import fixtures as fx
+from tests.joblog.support import deadline, write_tree
+
+LOGGER = "attribution_adapter.kernel_log.joblog"
+
+
+def _read(
+    root: Path, nodes: list[str], workload: str = "job-1", attempt: int = 0, limits: ReadLimits | None = None,
+    on_line: Callable[[str, str], None] | None = None, until: Deadline | None = None,
+) -> tuple[JobLogRead, dict[str, list[str]]]:
+    got: dict[str, list[str]] = {}
+
+    def sink_for(node: str) -> Callable[[str], None]:
+        got[node] = []
+
+        def sink(line: str) -> None:
+            got[node].append(line)
+            if on_line:
+                on_line(node, line)
+
+        return sink
+
+    read = read_job_logs(root, workload, attempt, nodes, exact_resolver(nodes), sink_for, until or deadline(), limits)
+    return read, got
+
+
+def test_layout_rotation_newest_first_and_lines_oldest_first(tmp_path: Path) -> None:
+    write_tree(tmp_path, {
+        "worker-01.log": ["[rank0]: newest"],
+        "worker-01.log.1": ["[rank0]: older"],
+        "worker-01.log.2.gz": ["[rank0]: oldest"],
+        "worker-02.log": list(fx.LLAMAFACTORY_6269),
+    })
+    read, got = _read(tmp_path, ["worker-01", "worker-02", "worker-03"])
+    assert read.found and read.without_files == ("worker-03",)
+    w1 = read.nodes["worker-01"]
+    assert w1.files == ("job-1/0/worker-01.log", "job-1/0/worker-01.log.1", "job-1/0/worker-01.log.2.gz")
+    assert not w1.cut and w1.skipped == ()
+    assert got["worker-01"] == ["[rank0]: oldest", "[rank0]: older", "[rank0]: newest"]
+    assert got["worker-02"] == list(fx.LLAMAFACTORY_6269)
+    assert read.bytes_read == sum(r.bytes_read for r in read.nodes.values()) > 0
+
+
+def test_a_node_matches_only_its_whole_name_ignoring_case(tmp_path: Path) -> None:
+    write_tree(tmp_path, {"worker-01.log": ["a"], "WORKER-02.log": ["b"], "worker.log.bak": ["c"]})
+    read, got = _read(tmp_path, ["worker", "worker-02"])
+    assert set(read.nodes) == {"worker-02"} and got == {"worker-02": ["b"]}
+    assert read.without_files == ("worker",)
+
+
+def test_only_the_tail_is_read_and_a_cut_file_says_so(tmp_path: Path) -> None:
+    lines = [f"[rank0]: step {i:06d} loss 1.0" for i in range(20_000)] + list(fx.LLAMAFACTORY_7396)
+    write_tree(tmp_path, {"node-a.log": lines, "node-a.log.1": ["[rank0]: never read"]})
+    read, got = _read(tmp_path, ["node-a"], limits=ReadLimits(node_bytes=4096))
+    node = read.nodes["node-a"]
+    assert node.cut and node.bytes_read == 4096 and node.files == ("job-1/0/node-a.log",)
+    assert got["node-a"][-4:] == list(fx.LLAMAFACTORY_7396)  # the failure at the end is there
+    assert all(line in lines for line in got["node-a"])  # the line cut by the tail's start was dropped, not shown
+    assert "older output of 1 node(s) lies beyond the read bound and was not read" in read.notes
+
+
+def test_the_request_bound_is_shared_and_a_small_node_leaves_its_rest_to_the_others(tmp_path: Path) -> None:
+    big = ["x" * 99] * 400  # 40,000 bytes each
+    write_tree(tmp_path, {"a.log": big, "b.log": big, "c.log": ["small"]})
+    read, _ = _read(tmp_path, ["a", "b", "c"], limits=ReadLimits(node_bytes=40_000, request_bytes=30_006))
+    assert read.nodes["c"].bytes_read == 6 and not read.nodes["c"].cut
+    assert read.nodes["a"].bytes_read == read.nodes["b"].bytes_read == 15_000
+    assert read.nodes["a"].cut and read.bytes_read == 30_006
+
+
+def test_a_gz_file_too_large_to_reach_its_end_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(files, "MAX_GZ_INFLATED_BYTES", 1000)
+    write_tree(tmp_path, {"a.log": ["current"], "a.log.1.gz": ["old line"] * 1000})
+    read, got = _read(tmp_path, ["a"])
+    assert got["a"] == ["current"] and read.nodes["a"].cut
+
+
+def test_unsafe_workload_ids_read_nothing_and_say_so(tmp_path: Path) -> None:
+    write_tree(tmp_path, {"a.log": ["secret"]}, workload="job-1")
+    (tmp_path / "0").mkdir()
+    for workload in ("..", ".", "../job-1", "job-1/../job-1", "", "a\\b", "job\x01"):
+        read, got = _read(tmp_path / "job-1", ["a"], workload=workload)
+        assert not read.found and got == {}
+        assert read.notes == ("the workload id cannot name a job-log folder: no job logs were looked for",)
+
+
+def test_unsafe_node_names_are_refused_and_said(tmp_path: Path) -> None:
+    write_tree(tmp_path, {"a.log": ["ok"]})
+    read, got = _read(tmp_path, ["a", "../a", "x/a", ".."])
+    assert read.refused == ("../a", "x/a", "..") and set(got) == {"a"}
+    assert read.notes[0] == "3 scope node name(s) cannot name a job-log file and were not looked for"
+    assert not is_safe_component("a" * 256) and is_safe_component("worker-01.cluster.local")
+
+
+def test_a_corrupt_file_is_skipped_with_a_warning_that_names_it_and_quotes_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = write_tree(tmp_path, {"a.log": ["current line"], "b.log": ["b line"]})
+    (folder / "a.log.1.gz").write_bytes(b"SECRET-CONTENT not gzip at all")
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        read, got = _read(tmp_path, ["a", "b"])
+    assert got == {"a": ["current line"], "b": ["b line"]}
+    assert read.nodes["a"].skipped == ("job-1/0/a.log.1.gz",)
+    assert "1 job-log file(s) could not be read and were skipped" in read.notes
+    (record,) = caplog.records
+    assert record.getMessage() == "skipped job-log file job-1/0/a.log.1.gz: BadGzipFile"
+    assert "SECRET" not in caplog.text and "line" not in caplog.text
+
+
+def test_a_file_that_vanishes_while_the_request_runs_is_skipped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = write_tree(tmp_path, {"a.log": ["a line"], "b.log": ["b line"], "c.log": ["c line"]})
+
+    def remove_b(node: str, line: str) -> None:
+        (folder / "b.log").unlink(missing_ok=True)
+
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        read, got = _read(tmp_path, ["a", "b", "c"], on_line=remove_b)
+    assert got == {"a": ["a line"], "b": [], "c": ["c line"]}
+    assert read.nodes["b"].skipped == ("job-1/0/b.log",) and read.nodes["b"].files == ()
+    assert "job-1/0/b.log: FileNotFoundError" in caplog.text
+
+
+def test_untidy_bytes_long_lines_and_no_final_newline(tmp_path: Path) -> None:
+    line = fx.LLAMAFACTORY_6269[1].encode()
+    data = b"\xff\xfe bad utf-8\r\n" + b"x" * (MAX_LINE_CHARS * 3) + b"\n" + line
+    write_tree(tmp_path, {"a.log": data})
+    _, got = _read(tmp_path, ["a"])
+    assert got["a"][0] == "\ufffd\ufffd bad utf-8\r"  # decoded with replacement; the parser drops the CR
+    assert len(got["a"][1]) == MAX_LINE_CHARS
+    assert got["a"][2] == line.decode()
+
+
+def test_missing_folders_are_no_job_logs(tmp_path: Path) -> None:
+    write_tree(tmp_path, {"a.log": ["x"]}, attempt=0)
+    for workload, attempt in (("job-1", 1), ("job-2", 0)):
+        read, got = _read(tmp_path, ["a"], workload=workload, attempt=attempt)
+        assert not read.found and got == {} and read.notes == ("no job-log folder for this workload attempt",)
+
+
+def test_a_folder_that_cannot_be_listed_is_a_processing_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = write_tree(tmp_path, {"a.log": ["x"]})
+    real = os.scandir
+
+    def refuse(path: object) -> object:
+        if Path(str(path)) == folder:
+            raise PermissionError(13, "Permission denied")
+        return real(path)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(files.os, "scandir", refuse)
+    with pytest.raises(ProviderProcessingError, match="could not be read"):
+        _read(tmp_path, ["a"])
+
+
+def test_past_the_deadline_reading_stops_with_a_timeout(tmp_path: Path) -> None:
+    write_tree(tmp_path, {"a.log": ["x"]})
+    with pytest.raises(ProviderTimeoutError, match="did not finish in time"):
+        _read(tmp_path, ["a"], until=Deadline(time.monotonic() - 1))
+
+
+def test_limits_and_names() -> None:
+    with pytest.raises(ValueError):
+        ReadLimits(node_bytes=0)
+    with pytest.raises(ValueError):
+        ReadLimits(request_bytes=files.MAX_REQUEST_BYTES + 1)
+    assert parse_file_name("worker-01.log") == ("worker-01", 0, False)
+    assert parse_file_name("worker-01.log.3.gz") == ("worker-01", 3, True)
+    assert parse_file_name("node.example.com.log.12") == ("node.example.com", 12, False)
+    assert parse_file_name("worker-01.log-20260901") is None and parse_file_name(".log") is None
+    assert parse_file_name("worker.txt") is None and parse_file_name("worker.log.²") is None
