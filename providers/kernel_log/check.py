@@ -52,8 +52,6 @@ MAX_FILES_PER_HOST = 8
 #: host names listed per combined file, and skipped entries listed per directory; the rest are counted
 MAX_HOSTS_LISTED = 16
 MAX_SKIPPED_LISTED = 32
-#: entries looked at inside a folder nested in a host folder, to tell whether it holds anything
-NESTED_PROBE = 16
 #: Loki: the recent window looked at, the hosts sampled in it, the lines per host, and one request's timeout
 LOKI_WINDOW = timedelta(hours=24)
 LOKI_MAX_HOSTS = 64
@@ -375,7 +373,7 @@ def _kind(entry: os.DirEntry[str]) -> str:
 
 
 def _nested_holds_anything(path: str) -> bool | None:
-    """Whether a folder holds any entry (looking at a few); None when it cannot be listed."""
+    """Whether a folder holds any entry (only the first is looked at); None when it cannot be listed."""
     try:
         with os.scandir(path) as it:
             return next(it, None) is not None
@@ -744,6 +742,10 @@ class _HostSample(Collector):
         self.sample.take(parsed, fmt)
 
 
+class _Unreachable(ProviderProcessingError):
+    """No answer at all: a connection refused, a name that does not resolve, a TLS failure."""
+
+
 def _loki_get(url: str, headers: dict[str, str], params: dict[str, Any], deadline: Deadline) -> Any:
     """One small Loki API call; ProviderProcessingError/ProviderTimeoutError name what went wrong, in one line."""
     remaining = deadline.remaining()
@@ -758,7 +760,7 @@ def _loki_get(url: str, headers: dict[str, str], params: dict[str, Any], deadlin
     except requests.Timeout as exc:
         raise ProviderTimeoutError(f"Loki did not answer {url} in time") from exc
     except (requests.RequestException, OSError) as exc:
-        raise ProviderProcessingError(f"Loki could not be reached at {url} ({type(exc).__name__})") from exc
+        raise _Unreachable(f"Loki could not be reached at {url} ({type(exc).__name__})") from exc
     if status != 200:
         raise ProviderProcessingError(f"Loki answered HTTP {status} to {url}")
     if len(body) > LOKI_MAX_BODY:
@@ -797,13 +799,10 @@ def _check_loki(c: _Checker, source: LokiSource, zone: tzinfo) -> dict[str, Any]
     try:
         _loki_get(f"{base}/ready", headers, {}, c.deadline)
         details["ready"] = "ready"
-    except ProviderTimeoutError as exc:
+    except (_Unreachable, ProviderTimeoutError) as exc:
         c.problem(ERROR, "ATTRIBUTION_LOKI_URL", f"{exc}: check the URL and the network path to Loki")
         return details
     except ProviderProcessingError as exc:
-        if "could not be reached" in str(exc):
-            c.problem(ERROR, "ATTRIBUTION_LOKI_URL", f"{exc}: check the URL and the network path to Loki")
-            return details
         details["ready"] = str(exc)  # a gateway in front of Loki may not serve /ready; the queries below decide
     span = {"start": _ns(window.start), "end": _ns(window.end)}
     values_url = f"{base}/loki/api/v1/label/{source.host_label}/values"

@@ -265,3 +265,20 @@ def test_fact_is_checked_for_construction_only(run_cli):
     doc = json.loads(result.stdout)
     assert doc["checked"] is False and doc["provider"]["name"] == "fact"
     assert "cannot be checked without calling it" in doc["summary"]
+
+
+def test_the_readme_shows_the_real_output_of_check_on_the_broken_tree(run_cli, tmp_path, monkeypatch):
+    broken_tree(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    env = {
+        "ATTRIBUTION_PROVIDER": "kernel_log",
+        "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
+        "ATTRIBUTION_KERNEL_LOG_DIR": "kernel-logs",
+        "ATTRIBUTION_EPILOG_DIR": "epilog",
+    }
+    result = run_cli(["check"], env)
+    readme = (ROOT / "README.md").read_text()
+    shown = readme.split("ATTRIBUTION_EPILOG_DIR=epilog attribution-adapter check\n", 1)[1].split("```", 1)[0]
+    assert result.stdout == shown
+    stderr_shown = readme.split("and exits 1 with one line on stderr:\n\n```text\n", 1)[1].split("```", 1)[0]
+    assert result.stderr == stderr_shown
