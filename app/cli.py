@@ -59,10 +59,8 @@ class OneLineGroup(click.Group):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
-        command = None
-        if args is None:
-            args = sys.argv[1:]
-        args = list(args)
+        args = list(sys.argv[1:] if args is None else args)
+        # The command's name, for the error line; an option's value that equals a command name is a harmless miss.
         command = next((a for a in args if a in self.commands), None)
         try:
             result = super().main(args, prog_name or PROG, complete_var, standalone_mode=False, **extra)
