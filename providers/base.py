@@ -12,6 +12,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 TRACEPARENT_RE = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 
@@ -193,6 +194,44 @@ class ProviderTimeoutError(ProviderProcessingError):
     """A backend did not answer in time: the answer is 200 with `error.type` `timeout`."""
 
 
+# ---------------------------------------------------------------- check (the command line's `check`)
+
+
+class CheckSeverity(enum.StrEnum):
+    #: answers would be empty or wrong until it is fixed: `check` exits non-zero
+    ERROR = "error"
+    #: worth a look; answers are not made wrong by it
+    WARNING = "warning"
+
+
+@dataclass(frozen=True)
+class CheckProblem:
+    severity: CheckSeverity
+    #: what it is about: a file or folder (relative to its directory), a host, a setting or a backend
+    where: str
+    #: what is wrong and what to do about it, in one line
+    message: str
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """What a provider's `check` found about its backend or telemetry, for a person and as JSON."""
+
+    #: False when the provider looked at nothing beyond its own construction
+    checked: bool
+    #: one line saying what was looked at
+    summary: str
+    #: the report for a person, line by line
+    text: tuple[str, ...] = ()
+    #: the same report as JSON-able data; its shape is the provider's and documented beside it
+    details: Mapping[str, Any] = field(default_factory=dict)
+    problems: tuple[CheckProblem, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not any(p.severity is CheckSeverity.ERROR for p in self.problems)
+
+
 # ---------------------------------------------------------------- interface
 
 
@@ -217,6 +256,16 @@ class Provider(abc.ABC):
         trace: TraceContext | None,
     ) -> AttributionOutcome:
         """The slow pass over the epilog window `scope.start_time`..`scope.end_time` (both present)."""
+
+    def check(self, deadline: Deadline) -> CheckReport:
+        """Look at the backend or telemetry the provider reads and say what would make its answers empty or wrong.
+
+        Optional: by default there is nothing to check beyond construction. Reads only, bounded by `deadline`.
+        """
+        return CheckReport(
+            checked=False,
+            summary=f"the provider {self.name!r} was built; it offers no check of what it reads",
+        )
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release what the provider holds; called once when the process stops."""

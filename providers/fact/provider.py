@@ -13,6 +13,7 @@ from providers.base import (
     MAX_EVIDENCE,
     AttributionOutcome,
     AttributionRequest,
+    CheckReport,
     Deadline,
     ErrorType,
     Provider,
@@ -169,6 +170,16 @@ class FactProvider(Provider):
             end_time=end,
         )
         return translate(result, request, self.max_evidence)
+
+    def check(self, deadline: Deadline) -> CheckReport:
+        """Construction is all that can be checked: whether FACT answers can only be seen by calling it."""
+        return CheckReport(
+            checked=False,
+            summary=(
+                "the fact provider was built: fact_client is installed and ATTRIBUTION_FACT_ENDPOINT is valid; "
+                "whether FACT answers cannot be checked without calling it, which check does not do"
+            ),
+        )
 
     def close(self) -> None:
         close = getattr(self.client, "close", None)

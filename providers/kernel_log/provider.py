@@ -13,6 +13,7 @@ from providers.base import (
     MAX_EVIDENCE,
     AttributionOutcome,
     AttributionRequest,
+    CheckReport,
     Deadline,
     ErrorType,
     Provider,
@@ -20,7 +21,7 @@ from providers.base import (
     ProviderError,
     TraceContext,
 )
-from providers.kernel_log import epilog
+from providers.kernel_log import check, epilog
 from providers.kernel_log.collect import Collector, Window
 from providers.kernel_log.rules import attribute, attribute_epilog
 from providers.kernel_log.sources import LogSource
@@ -275,6 +276,11 @@ class KernelLogProvider(Provider):
             )
         results = epilog.read_epilog(self.settings.epilog_dir, nodes, start, end, deadline)
         return attribute_epilog(nodes, results, self.settings.max_evidence)
+
+    def check(self, deadline: Deadline) -> CheckReport:
+        """Whether the log source and the epilog directory can be read, and what they hold (see check.py)."""
+        s = self.settings
+        return check.check(s.source, s.epilog_dir, s.time_zone, deadline)
 
 
 __all__ = ["KernelLogProvider", "Settings", "parse_settings", "fast_window", "attribute", "attribute_epilog"]

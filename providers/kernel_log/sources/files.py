@@ -44,6 +44,17 @@ class LogFile:
     order: tuple[int, int]  # newest first when sorted ascending
 
 
+@dataclass(frozen=True)
+class LogName:
+    """How the source reads a file name: its rotation group, whether it is gzip, its place in the rotation."""
+
+    base: str
+    gz: bool
+    order: tuple[int, int]  # newest first when sorted ascending
+    #: the host a top-level per-host file names (`<host>[.log]`); None for a combined file or inside a host folder
+    host: str | None
+
+
 class UnknownFormat(Exception):
     """The start of a file holds no line in a known format; `line_no` is its first unreadable line."""
 
@@ -134,6 +145,14 @@ class FileSource:
             (node, sorted(files, key=lambda f: f.order))
             for (_, node, _), files in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][2]))
         ]
+
+    def read_name(self, name: str, top_level: bool) -> LogName:
+        """How a file `name` found at the top of the directory (or inside a host folder) is read; for `check`."""
+        base, gz, order = _rotation(name)
+        host = None
+        if top_level and base not in self.combined:
+            host = base[: -len(".log")] if base.endswith(".log") else base
+        return LogName(base, gz, order, host)
 
     # ------------------------------------------------------------ reading
 
