@@ -52,14 +52,17 @@ def bounded(response: Any, provider: FakeProvider) -> list[dict[str, Any]]:
     assert len(response.get_data()) < MAX_BODY
     detail = check_422(response, provider)
     assert len(detail) <= MAX_PROBLEMS + 1
-    per_loc: dict[tuple[Any, ...], int] = {}
+    items: dict[tuple[Any, ...], int] = {}  # problems of array items, per array
+    unknown: dict[tuple[Any, ...], int] = {}  # unknown keys, per object
     for entry in detail:
         assert len(entry["msg"]) <= MAX_MESSAGE_CHARS
         assert all(len(step) <= MAX_LOC_CHARS for step in entry["loc"] if isinstance(step, str))
-        if entry["type"] != "too_many_errors":
-            parent = tuple(entry["loc"][:-1])
-            per_loc[parent] = per_loc.get(parent, 0) + 1
-    assert max(per_loc.values(), default=0) <= MAX_PROBLEMS_PER_FIELD + 4  # 16 items or keys beside a few fields
+        parent = tuple(entry["loc"][:-1])
+        if isinstance(entry["loc"][-1], int):
+            items[parent] = items.get(parent, 0) + 1
+        elif entry["type"] == "extra_forbidden":
+            unknown[parent] = unknown.get(parent, 0) + 1
+    assert all(count <= MAX_PROBLEMS_PER_FIELD for count in [*items.values(), *unknown.values()])
     return detail
 
 
@@ -235,3 +238,18 @@ def test_commas_and_brackets_inside_strings_are_not_counted_as_values(client, pr
     response = send(client, body)
     assert response.status_code == 200, response.get_data(as_text=True)[:300]
     assert provider.calls[0][1].scope.nodes[0].endswith(",[{:")
+
+
+def test_the_longest_possible_422_stays_under_64_kib(client, provider):
+    # 65 entries whose loc holds a key of 64 characters that JSON escapes at 12 bytes each (a surrogate pair).
+    body = shapes.valid()
+    for target in (body, body["scope"], body["failure_context"], body["workload_context"]):
+        target.update({f"{i:02d}" + "\U0001f600" * 100: 0 for i in range(MAX_PROBLEMS_PER_FIELD + 1)})
+    response = send(client, body)
+    detail = bounded(response, provider)
+    assert len(detail) == MAX_PROBLEMS + 1
+    keys = [e["loc"][-1] for e in detail if e["type"] == "extra_forbidden"]
+    assert len(keys) == MAX_PROBLEMS - 3  # beside the summaries of the first three objects
+    assert all(len(key) == MAX_LOC_CHARS for key in keys)
+    assert accounted(detail) == 4 * (MAX_PROBLEMS_PER_FIELD + 1)
+    assert len(response.get_data()) < MAX_BODY
