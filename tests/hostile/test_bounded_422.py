@@ -42,6 +42,7 @@ def test_the_worst_422s_keep_the_worker_under_its_memory_bound(gunicorn):
             assert 1 <= len(detail) <= 65, name
         assert server.worker_pids() == {worker}, "the worker died or was replaced"
         peak = peak_mib(worker)
+        print(f"worker peak RSS after every bounded-422 body: {peak:.1f} MiB")  # shown with pytest -s
         assert peak < MAX_PEAK_MIB, f"worker peak RSS {peak:.1f} MiB"
         # The worker still serves a valid request after them.
         valid = session.post(f"{server.base_url}/v1/attribution", json=shapes.valid(), timeout=30)
