@@ -89,7 +89,9 @@ def create_app(settings: Settings | None = None, provider: Provider | None = Non
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     logging.getLogger(LOGGER).setLevel(settings.log_level.upper())
     metrics = AdapterMetrics(app, version=__version__, provider=provider.name, provider_version=provider.version)
-    sessions = SessionCodec(provider=provider.name, ttl_seconds=settings.session_ttl_seconds)
+    sessions = SessionCodec(
+        provider=provider.name, ttl_seconds=settings.session_ttl_seconds, secrets=settings.session_secrets
+    )
     service = AttributionService(
         provider, sessions, settings.provider_concurrency, on_provider_call=metrics.observe_provider_call
     )

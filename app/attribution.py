@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, current_app, g, jsonify, request
 from marshmallow import ValidationError
 
-from app.body import RequestValidationError, flatten, read_json_object
+from app.body import read_json_object, validation_error
 from app.mapping import response_data, to_request
 from app.tracing import extract
 from providers.base import Deadline
@@ -24,7 +24,7 @@ def attribution():  # noqa: ANN201 - a Flask view
     try:
         data = _request_schema.load(payload)
     except ValidationError as exc:
-        raise RequestValidationError(flatten(exc.messages)) from None
+        raise validation_error(exc.messages) from None
     attribution_request = to_request(data)
     g.phase = attribution_request.phase.value
     trace = extract(request.headers)

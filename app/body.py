@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from flask import Request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from schemas.messages import message_type
+from schemas.bounds import MAX_LOC_CHARS, MAX_MESSAGE_CHARS, MAX_PROBLEMS, clip
+from schemas.messages import MORE_IN_BODY, TOO_MANY_VALUES, MoreProblems, message_type, problems_in
 
 CHUNK = 64 * 1024
 DRAIN_SECONDS = 5.0
@@ -40,32 +42,53 @@ def drain(environ: Mapping[str, Any], max_bytes: int, seconds: float = DRAIN_SEC
 
 
 class RequestValidationError(Exception):
-    """The request breaks the contract; `problems` is the 422 `detail` list."""
+    """The request breaks the contract; `problems` is the 422 `detail` list, `total` how many problems were found."""
 
-    def __init__(self, problems: list[dict[str, Any]]) -> None:
-        super().__init__(f"{len(problems)} validation problem(s)")
+    def __init__(self, problems: list[dict[str, Any]], total: int | None = None) -> None:
+        self.total = len(problems) if total is None else total
+        super().__init__(f"{self.total} validation problem(s)")
         self.problems = problems
 
 
 def problem(loc: list[Any], msg: str, kind: str) -> dict[str, Any]:
-    return {"loc": loc, "msg": msg, "type": kind}
+    """One `{loc, msg, type}` entry, its texts bounded: a `loc` step can be a key the caller sent."""
+    steps = [clip(step, MAX_LOC_CHARS) if isinstance(step, str) else step for step in loc]
+    return {"loc": steps, "msg": clip(msg, MAX_MESSAGE_CHARS), "type": kind}
 
 
-def flatten(messages: Any, loc: tuple[Any, ...] = ("body",)) -> list[dict[str, Any]]:
-    """marshmallow's nested error messages as `{loc, msg, type}` entries, one per problem, in input order."""
-    problems: list[dict[str, Any]] = []
+def _entries(messages: Any, loc: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """marshmallow's nested error messages as (loc, message) pairs, in input order."""
     if isinstance(messages, dict):
         for key, value in messages.items():
-            problems.extend(flatten(value, loc if key == "_schema" else (*loc, key)))
+            yield from _entries(value, loc if key == "_schema" else (*loc, key))
     elif isinstance(messages, list):
         for message in messages:
             if isinstance(message, (dict, list)):
-                problems.extend(flatten(message, loc))
+                yield from _entries(message, loc)
             else:
-                problems.append(problem(list(loc), str(message), message_type(message)))
+                yield loc, message
     else:
-        problems.append(problem(list(loc), str(messages), message_type(messages)))
-    return problems
+        yield loc, messages
+
+
+def validation_error(messages: Any, loc: tuple[Any, ...] = ("body",)) -> RequestValidationError:
+    """The 422 for marshmallow's messages: at most MAX_PROBLEMS entries, then one saying how many more were found.
+
+    A summary entry of a field stands for the problems it counts; those that do not fit are counted in the final one.
+    """
+    problems: list[dict[str, Any]] = []
+    total = 0
+    unlisted = 0
+    for where, message in _entries(messages, loc):
+        count = problems_in(message)
+        total += count
+        if len(problems) < MAX_PROBLEMS:
+            problems.append(problem(list(where), str(message), message_type(message)))
+        else:
+            unlisted += count
+    if unlisted:
+        problems.append(problem(list(loc), str(MoreProblems(MORE_IN_BODY, unlisted)), MORE_IN_BODY.error_type))
+    return RequestValidationError(problems, total)
 
 
 class _DuplicateKey(ValueError):
@@ -84,6 +107,41 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
+
+
+# The most a valid request holds: every node and rank, a few more values, 16 object members and seven objects and
+# arrays. A body with far more is refused before it is parsed: parsing it could take many times its size in memory
+# (an empty JSON object costs three bytes of body and 64 of memory, an object member over a hundred), and every value
+# could be one more problem.
+MAX_VALUES = 16384 + 262144 + 1024
+MAX_CONTAINERS = 1024
+MAX_MEMBERS = 1024  # keys of all objects together: a valid request has 16 at most
+MAX_STRINGS = 16384 + 1024  # keys and string values: a valid request has its nodes and 26 more at most
+# A JSON string, or the rest of the text after an unterminated one: every match ends where the next may start, so
+# one pass over the body, whatever it holds.
+_STRING = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+(?:"|\\?\Z)', re.DOTALL)
+
+
+def _too_many_values(raw: bytes) -> bool:
+    """True when the body holds more JSON values, strings, object members or containers than any valid request.
+
+    Counting `,` `:` `[` `{` in the raw bytes is fast and never counts too few; only when it passes a bound are the
+    strings (which may hold those characters) taken out and the count made again.
+    """
+
+    def over(text: bytes) -> bool:
+        containers = text.count(b"[") + text.count(b"{")
+        return (
+            containers > MAX_CONTAINERS
+            or text.count(b":") > MAX_MEMBERS
+            or text.count(b",") + containers + 1 > MAX_VALUES
+        )
+
+    if not over(raw):
+        return False
+    # Stopping after MAX_STRINGS + 1 strings bounds the work and the pieces `subn` collects.
+    stripped, strings = _STRING.subn(b'""', raw, count=MAX_STRINGS + 1)
+    return strings > MAX_STRINGS or over(stripped)
 
 
 def read_body(request: Request) -> bytes:
@@ -129,6 +187,21 @@ def read_json_object(request: Request) -> dict[str, Any]:
         raise RequestValidationError(
             [problem(["body"], f"Body is not valid UTF-8 (byte {exc.start})", "json_invalid")]
         ) from None
+    if _too_many_values(raw):
+        raise RequestValidationError(
+            [
+                problem(
+                    ["body"],
+                    TOO_MANY_VALUES.format(
+                        max_values=MAX_VALUES,
+                        max_strings=MAX_STRINGS,
+                        max_members=MAX_MEMBERS,
+                        max_containers=MAX_CONTAINERS,
+                    ),
+                    TOO_MANY_VALUES.error_type,
+                )
+            ]
+        )
     try:
         data = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
     except _DuplicateKey as exc:

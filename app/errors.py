@@ -31,7 +31,7 @@ def detail_response(status: int, detail: str) -> Response:
 
 
 def _validation_error(error: RequestValidationError) -> Response:
-    log.info("request rejected: %d problem(s)", len(error.problems))
+    log.info("request rejected: %d problem(s), %d listed", error.total, len(error.problems))
     response = jsonify(_validation_schema.dump({"detail": error.problems}))
     response.status_code = 422
     return response

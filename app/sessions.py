@@ -4,6 +4,10 @@ An id is `as1.<payload>.<check>`: the payload (base64url JSON) holds the provide
 binding it to `workload_id` and `workload_context`, and the provider's small session state; the check is a digest
 of the payload. With no secret shared between replicas the check detects damaged or edited ids, not forged ones:
 an id is not a credential, and providers treat the state in it as caller input.
+
+With secrets (ATTRIBUTION_SESSION_SECRET) the check is an HMAC-SHA256 of the payload under the first secret, and an
+id is accepted when its check matches under any of them (so a secret can be rotated): replicas sharing a secret
+accept only ids one of them issued. An unsigned, forged or otherwise signed id is refused like an edited one.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import json
 import secrets
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from providers.base import AttributionRequest
 
@@ -25,6 +29,7 @@ MAX_LENGTH = 1024
 CLOCK_SKEW_SECONDS = 300
 MAX_ISSUED_AT = 2**40  # seconds since the epoch; anything larger is not a time this service wrote
 _CHECK_CONTEXT = b"attribution-adapter session v1\n"
+_SIGNED_CHECK_BYTES = 16
 
 
 class InvalidSession(Exception):
@@ -43,6 +48,13 @@ class SessionTooLarge(Exception):
 class SessionCodec:
     provider: str
     ttl_seconds: int
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+
+    def _checks(self, raw: bytes) -> list[bytes]:
+        """The checks an id with this payload may carry; the first is the one issued."""
+        if not self.secrets:
+            return [_check(raw)]
+        return [_signed_check(secret, raw) for secret in self.secrets]
 
     def issue(self, request: AttributionRequest, state: Mapping[str, str | int], now: float | None = None) -> str:
         payload = {
@@ -53,7 +65,7 @@ class SessionCodec:
             "t": int(time.time() if now is None else now),
         }
         raw = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
-        session_id = f"{PREFIX}.{_b64(raw)}.{_b64(_check(raw))}"
+        session_id = f"{PREFIX}.{_b64(raw)}.{_b64(self._checks(raw)[0])}"
         if len(session_id) > MAX_LENGTH:
             raise SessionTooLarge(f"session id would be {len(session_id)} characters")
         return session_id
@@ -67,7 +79,9 @@ class SessionCodec:
             raw, check = _unb64(parts[1]), _unb64(parts[2])
         except (binascii.Error, ValueError):
             raise InvalidSession("malformed") from None
-        if not hmac.compare_digest(check, _check(raw)):
+        # Every check is compared, in constant time each: which secret matched is not told by the time taken.
+        matches = [hmac.compare_digest(check, expected) for expected in self._checks(raw)]
+        if not any(matches):
             raise InvalidSession("tampered")
         try:
             payload = json.loads(raw)
@@ -106,6 +120,12 @@ def _binding(request: AttributionRequest) -> str:
 
 def _check(raw: bytes) -> bytes:
     return hashlib.sha256(_CHECK_CONTEXT + raw).digest()[:12]
+
+
+def _signed_check(secret: str, raw: bytes) -> bytes:
+    return hmac.new(secret.encode("utf-8", "surrogateescape"), _CHECK_CONTEXT + raw, hashlib.sha256).digest()[
+        :_SIGNED_CHECK_BYTES
+    ]
 
 
 def _b64(data: bytes) -> str:

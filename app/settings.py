@@ -27,6 +27,24 @@ def _integer(environ: Mapping[str, str], name: str, default: int, minimum: int, 
     return value
 
 
+SESSION_SECRET = f"{PREFIX}SESSION_SECRET"
+MIN_SECRET_CHARS = 16
+
+
+def _secrets(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """ATTRIBUTION_SESSION_SECRET: one secret, or a comma-separated list (the first signs, any is accepted)."""
+    raw = environ.get(SESSION_SECRET, "")
+    if not raw.strip():
+        return ()
+    secrets = tuple(part.strip() for part in raw.split(","))
+    if any(len(secret) < MIN_SECRET_CHARS for secret in secrets):
+        # Never echo the value: it is a secret.
+        raise SettingsError(
+            f"{SESSION_SECRET} must be a comma-separated list of secrets of at least {MIN_SECRET_CHARS} characters each"
+        )
+    return secrets
+
+
 @dataclass(frozen=True)
 class Settings:
     """The Adapter's own settings; provider settings travel in `options` and are validated by the provider."""
@@ -37,6 +55,7 @@ class Settings:
     provider_concurrency: int = 32
     log_level: str = "info"
     options: Mapping[str, str] = field(default_factory=dict)
+    session_secrets: tuple[str, ...] = field(default=(), repr=False)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -53,7 +72,8 @@ class Settings:
             session_ttl_seconds=_integer(env, f"{PREFIX}SESSION_TTL_SECONDS", 86400, 60, 30 * 86400),
             provider_concurrency=_integer(env, f"{PREFIX}PROVIDER_CONCURRENCY", 32, 1, 1024),
             log_level=log_level,
-            options={key: value for key, value in env.items() if key.startswith(PREFIX)},
+            options={key: value for key, value in env.items() if key.startswith(PREFIX) and key != SESSION_SECRET},
+            session_secrets=_secrets(env),
         )
 
 

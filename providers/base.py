@@ -11,7 +11,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 TRACEPARENT_RE = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
@@ -20,6 +20,19 @@ TRACEPARENT_RE = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 MAX_EVIDENCE = 32
 MAX_EVIDENCE_MESSAGE = 4096
 ELLIPSIS = "…"
+
+
+#: the representable range of an aware datetime: a time computed from a request's is clipped to it, never overflows
+EARLIEST = datetime.min.replace(tzinfo=timezone.utc)
+LATEST = datetime.max.replace(tzinfo=timezone.utc)
+
+
+def shifted(value: datetime, delta: timedelta) -> datetime:
+    """`value + delta`, or EARLIEST or LATEST where that passes year 1 or 9999 (any valid timestamp is valid)."""
+    try:
+        return value + delta
+    except OverflowError:
+        return LATEST if delta > timedelta(0) else EARLIEST
 
 
 def cut_text(text: str, limit: int = MAX_EVIDENCE_MESSAGE) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 from marshmallow import ValidationError, fields
 
 from schemas import messages as m
+from schemas.bounds import MAX_PROBLEMS_PER_FIELD
 
 _ASCII_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _PRINTABLE_ASCII_TRIMMED = re.compile(r"[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?")
@@ -40,6 +41,15 @@ class ContractField(fields.Field):
     def all_valid(self, values: list[Any]) -> bool:
         """True only when every value is certainly valid: a fast path for long arrays, never a looser check."""
         return False
+
+    def load_item(self, value: Any) -> tuple[Any, list[str] | None]:
+        """One array item: (loaded value, None), or (None, its messages); never raises ValidationError."""
+        if value is None:
+            return None, [self.type_message]
+        try:
+            return self._deserialize(value, None, None), None
+        except ValidationError as exc:
+            return None, exc.messages if isinstance(exc.messages, list) else [str(exc.messages)]
 
     def _serialize(self, value: Any, attr: str | None, obj: Any, **kwargs: Any) -> Any:
         return value
@@ -164,6 +174,8 @@ class StrictInteger(ContractField):
         super().__init__(**kwargs)
         self.minimum = minimum
         self.maximum = maximum
+        self._too_small = m.GREATER_EQUAL.format(min=minimum)
+        self._too_large = m.LESS_EQUAL.format(max=maximum)
 
     def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any) -> int:
         if type(value) is not int:
@@ -173,6 +185,16 @@ class StrictInteger(ContractField):
         if value > self.maximum:
             raise ValidationError(m.LESS_EQUAL.format(max=self.maximum))
         return value
+
+    def load_item(self, value: Any) -> tuple[Any, list[str] | None]:
+        # The checks of _deserialize without raising: an array can hold 262144 bad items.
+        if type(value) is not int:
+            return None, [m.INT_TYPE]
+        if value < self.minimum:
+            return None, [self._too_small]
+        if value > self.maximum:
+            return None, [self._too_large]
+        return value, None
 
     def all_valid(self, values: list[Any]) -> bool:
         return all(type(v) is int for v in values) and (
@@ -277,24 +299,24 @@ class UniqueList(fields.List):
             raise ValidationError(m.LIST_TOO_LONG.format(max=self.max_items))
         if self.inner.all_valid(value) and len(set(value)) == len(value):
             return list(value)
-        load_item: Callable[..., Any] = self.inner._deserialize
+        load_item: Callable[[Any], tuple[Any, list[str] | None]] = self.inner.load_item
         result: list[Any] = []
-        errors: dict[int, list[str]] = {}
+        # The first MAX_PROBLEMS_PER_FIELD bad items are listed; the others are only counted.
+        errors: dict[int | str, list[str]] = {}
+        bad = 0
         first_index: dict[Any, int] = {}
         for index, item in enumerate(value):
-            if item is None:
-                errors[index] = [self.inner.type_message]
-                continue
-            try:
-                loaded = load_item(item, None, None)
-            except ValidationError as exc:
-                errors[index] = exc.messages if isinstance(exc.messages, list) else [str(exc.messages)]
-                continue
-            if loaded in first_index:
-                errors[index] = [m.DUPLICATE_ITEM.format(first=first_index[loaded])]
-                continue
-            first_index[loaded] = index
-            result.append(loaded)
+            loaded, messages = load_item(item)
+            if messages is None:
+                first = first_index.setdefault(loaded, index)
+                if first == index:
+                    result.append(loaded)
+                    continue
+            if bad < MAX_PROBLEMS_PER_FIELD:
+                errors[index] = messages or [m.DUPLICATE_ITEM.format(first=first)]
+            bad += 1
+        if bad > MAX_PROBLEMS_PER_FIELD:
+            errors["_schema"] = [m.MoreProblems(m.MORE_IN_FIELD, bad - MAX_PROBLEMS_PER_FIELD)]
         if errors:
             raise ValidationError(errors)
         return result

@@ -62,3 +62,26 @@ SESSION_REQUIRED = TypedMessage("continue_session is required when phase is 'slo
 SESSION_FORBIDDEN = TypedMessage("continue_session is not allowed when phase is 'fast'", "extra_forbidden")
 TARGET_NAME_REQUIRED = TypedMessage("A Node target requires name", "missing")
 TARGET_NAME_FORBIDDEN = TypedMessage("An AllJobResources target has no name", "extra_forbidden")
+MORE_IN_FIELD = TypedMessage("{count} more problems at this location were found and are not listed", "too_many_errors")
+MORE_IN_BODY = TypedMessage("{count} more problems were found and are not listed", "too_many_errors")
+TOO_MANY_VALUES = TypedMessage(
+    "The body holds more than {max_values} JSON values, {max_strings} strings, {max_members} object members or "
+    "{max_containers} objects and arrays; no valid request holds that many",
+    "too_many_values",
+)
+
+
+class MoreProblems(TypedMessage):
+    """A summary entry standing for `count` problems that are not listed one by one."""
+
+    count: int
+
+    def __new__(cls, template: TypedMessage, count: int) -> MoreProblems:
+        message = super().__new__(cls, str.format(template, count=count), template.error_type)
+        message.count = count
+        return message
+
+
+def problems_in(message: object) -> int:
+    """How many problems one message stands for: its count for a summary, else one."""
+    return message.count if isinstance(message, MoreProblems) else 1

@@ -176,12 +176,17 @@ class ValidationProblemSchema(ContractSchema):
 
 
 class ValidationErrorSchema(ContractSchema):
-    """The 422 body: one entry per problem, the shape FastAPI callers already parse."""
+    """The 422 body: one entry per problem (bounded, see docs/contract.md), the shape FastAPI callers already parse."""
 
     detail = ContractList(
         ContractNested(ValidationProblemSchema),
         required=True,
-        metadata={"description": "One entry per problem found in the request."},
+        metadata={
+            "description": (
+                "One entry per problem found in the request, at most 16 per array or object and 64 in all; an entry "
+                "of type `too_many_errors` says how many more were found and are not listed."
+            )
+        },
     )
 
 

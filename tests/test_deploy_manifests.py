@@ -92,7 +92,7 @@ def _environment(docs: list[dict[str, Any]]) -> dict[str, str]:
         name = source["configMapRef"]["name"]
         assert name in configmaps, f"envFrom names ConfigMap {name}, which is not rendered"
         env.update(configmaps[name]["data"])
-    env.update({item["name"]: item["value"] for item in container.get("env", [])})
+    env.update({item["name"]: item["value"] for item in container.get("env", []) if "value" in item})
     return env
 
 
@@ -420,3 +420,12 @@ def test_disruption_budget_keeps_one_pod_of_the_deployment(docs: list[dict[str, 
     budget = _one(docs, "PodDisruptionBudget")
     assert budget["spec"]["minAvailable"] == 1
     assert budget["spec"]["selector"]["matchLabels"] == _one(docs, "Deployment")["spec"]["selector"]["matchLabels"]
+
+
+def test_the_session_secret_comes_only_from_an_optional_secret(docs: list[dict[str, Any]]):
+    env = {item["name"]: item for item in _container(docs)["env"]}
+    item = env["ATTRIBUTION_SESSION_SECRET"]
+    assert "value" not in item, "a secret is never written into the manifest"
+    assert item["valueFrom"] == {
+        "secretKeyRef": {"name": "attribution-adapter-session", "key": "session-secret", "optional": True}
+    }

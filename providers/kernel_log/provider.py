@@ -6,7 +6,7 @@ import re
 import zoneinfo
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, timedelta, tzinfo
 from pathlib import Path
 
 from providers.base import (
@@ -20,6 +20,7 @@ from providers.base import (
     ProviderConstructionError,
     ProviderError,
     TraceContext,
+    shifted,
 )
 from providers.kernel_log import check, epilog
 from providers.kernel_log.collect import Collector, Window
@@ -167,10 +168,6 @@ def parse_settings(options: Mapping[str, str]) -> Settings:
 
 # ---------------------------------------------------------------- window
 
-#: the representable range of an aware datetime; a window is clipped to it rather than overflowing
-EARLIEST = datetime.min.replace(tzinfo=UTC)
-LATEST = datetime.max.replace(tzinfo=UTC)
-
 
 def fast_window(request: AttributionRequest, lookback: timedelta, grace: timedelta) -> Window | None:
     """[detected_at - lookback, detected_at + grace] cut to the scope's times; None when nothing is left.
@@ -178,8 +175,8 @@ def fast_window(request: AttributionRequest, lookback: timedelta, grace: timedel
     Near year 1 or 9999 the window is clipped to the representable range.
     """
     detected = request.failure_context.detected_at
-    start = detected - lookback if detected - EARLIEST > lookback else EARLIEST
-    end = detected + grace if LATEST - detected > grace else LATEST
+    start = shifted(detected, -lookback)
+    end = shifted(detected, grace)
     if request.scope.start_time is not None:
         start = max(start, request.scope.start_time)
     if request.scope.end_time is not None:

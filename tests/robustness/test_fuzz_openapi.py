@@ -64,5 +64,9 @@ def test_the_service_conforms_to_its_published_document(case, server):
     if undocumented:
         # Schema-valid, but against a contract rule the document cannot state: refused, on that field.
         assert response.status_code == 422, (case.body, response.text)
-        locs = {tuple(problem["loc"]) for problem in response.json()["detail"]}
+        detail = response.json()["detail"]
+        locs = {tuple(problem["loc"]) for problem in detail if problem["type"] != "too_many_errors"}
         assert locs <= undocumented, (case.body, locs, undocumented)
+        # Past 16 problems in one array a summary entry at the array counts the rest (docs/contract.md).
+        summaries = {tuple(problem["loc"]) for problem in detail if problem["type"] == "too_many_errors"}
+        assert all(any(loc[: len(s)] == s for loc in undocumented) for s in summaries), (summaries, undocumented)

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from providers.base import MAX_EVIDENCE, Evidence, cut_text
+from providers.base import MAX_EVIDENCE, Evidence, cut_text, shifted
 from providers.kernel_log.joblog.cuda_errors import Meaning
 from providers.kernel_log.joblog.lines import (
     CudaError,
@@ -530,7 +530,7 @@ def _oom_kill(kills: Sequence[OomKill], failure: ElasticFailure) -> OomKill | No
     if reported is None:
         return None
     for kill in sorted(kills, key=lambda k: k.observed_at):
-        if reported - OOM_KILL_BEFORE <= kill.observed_at <= reported + OOM_KILL_AFTER:
+        if shifted(reported, -OOM_KILL_BEFORE) <= kill.observed_at <= shifted(reported, OOM_KILL_AFTER):
             return kill
     return None
 

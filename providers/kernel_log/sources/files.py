@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import BinaryIO
 
-from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, TraceContext
+from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, TraceContext, shifted
 from providers.kernel_log.collect import Collector
 from providers.kernel_log.parse import TimeContext, is_continuation, line_time, parse_line
 
@@ -163,8 +163,8 @@ class FileSource:
         collector.finish()
 
     def _read_group(self, node: str | None, files: list[LogFile], collector: Collector, deadline: Deadline) -> None:
-        lo = collector.window.start - ORDER_SLACK
-        hi = collector.window.end + ORDER_SLACK
+        lo = shifted(collector.window.start, -ORDER_SLACK)
+        hi = shifted(collector.window.end, ORDER_SLACK)
         newer_first: datetime | None = None  # first line time of the next newer file of the rotation
         for log_file in files:
             _check(deadline)

@@ -55,6 +55,9 @@ def _batches(hosts: Sequence[str]) -> list[list[str]]:
     return [b for b in batches if b]
 
 
+MAX_NS = 2**63 - 1
+
+
 def _ns(value: datetime) -> int:
     delta = value - datetime(1970, 1, 1, tzinfo=timezone.utc)
     return (delta.days * 86400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
@@ -105,8 +108,12 @@ class LokiSource:
         collector: Collector,
         deadline: Deadline,
     ) -> None:
-        start = _ns(collector.window.start)
-        end = _ns(collector.window.end) + 1  # Loki's end is exclusive; the window's end is inclusive
+        # Loki's times are 64-bit nanoseconds since 1970: a window reaching toward year 1 or 9999 is clipped to
+        # them, and one wholly outside them holds no line.
+        start = max(0, _ns(collector.window.start))
+        end = min(_ns(collector.window.end) + 1, MAX_NS)  # Loki's end is exclusive; the window's end is inclusive
+        if end <= start:
+            return
         seen_at_start: set[tuple[str, int, str]] = set()
         for _ in range(self.max_pages):
             params: dict[str, str | int] = {
