@@ -11,18 +11,19 @@ from pathlib import Path
 
 # prometheus_client decides at its first import whether it runs in multiprocess mode: set the directory before any
 # import below can pull it in. An operator's directory (read-only root filesystems) is emptied; our own is removed.
-# A SIGHUP reload runs this file again in the same master: the directory it made stays, with its counts.
-_RELOADED = os.environ.get("ADAPTER_METRICS_DIR_OWNER_PID") == str(os.getpid())
-_METRICS_DIR_OWNED = _RELOADED or not os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-if _RELOADED:
-    pass
-elif _METRICS_DIR_OWNED:
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="attribution-adapter-metrics-")
-    os.environ["ADAPTER_METRICS_DIR_OWNER_PID"] = str(os.getpid())
-else:
-    Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
-    for _stale in Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).glob("*.db"):
-        _stale.unlink()
+# A SIGHUP reload runs this file again in the same master: the directory and its counts then stay as they are.
+_PID = str(os.getpid())
+_RELOADED = os.environ.get("ADAPTER_METRICS_DIR_LOADED_BY") == _PID
+os.environ["ADAPTER_METRICS_DIR_LOADED_BY"] = _PID
+if not _RELOADED:
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
+        for _stale in Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).glob("*.db"):
+            _stale.unlink()
+    else:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="attribution-adapter-metrics-")
+        os.environ["ADAPTER_METRICS_DIR_OWNED_BY"] = _PID
+_METRICS_DIR_OWNED = os.environ.get("ADAPTER_METRICS_DIR_OWNED_BY") == _PID
 
 from prometheus_flask_exporter.multiprocess import GunicornPrometheusMetrics  # noqa: E402
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import signal
 import time
-from pathlib import Path
 
+import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -57,17 +57,24 @@ def test_refusals_are_counted_by_reason(server):
     assert after[key] == before.get(key, 0) + 1
 
 
-def test_sighup_keeps_counters_and_info_and_exit_removes_the_metrics_directory(start_gunicorn, tmp_path: Path):
+@pytest.mark.parametrize("operator_dir", [False, True], ids=["own-directory", "operator-directory"])
+def test_sighup_keeps_counters_and_info_and_exit_removes_its_own_directory(start_gunicorn, tmp_path, operator_dir):
     temp = tmp_path / "tmp"
     temp.mkdir()
-    server = start_gunicorn({"ATTRIBUTION_PROVIDER": FAKE, "ATTRIBUTION_WORKERS": "1", "TMPDIR": str(temp)})
+    env = {"ATTRIBUTION_PROVIDER": FAKE, "ATTRIBUTION_WORKERS": "1", "TMPDIR": str(temp)}
+    if operator_dir:
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(tmp_path / "operator-metrics")
+    server = start_gunicorn(env)
     old_workers = server.wait_ready()
     for _ in range(5):
         assert requests.get(f"{server.base_url}/healthz", timeout=10).status_code == 200
     before = _scrape(server)
     served = _total(before, "flask_http_request_total")
     assert served >= 5
-    (metrics_dir,) = temp.glob("attribution-adapter-metrics-*")
+    if operator_dir:
+        metrics_dir = tmp_path / "operator-metrics"
+    else:
+        (metrics_dir,) = temp.glob("attribution-adapter-metrics-*")
     assert any(metrics_dir.glob("*.db"))
 
     os.kill(server.pid, signal.SIGHUP)
@@ -87,5 +94,5 @@ def test_sighup_keeps_counters_and_info_and_exit_removes_the_metrics_directory(s
 
     server.stop()
     assert server.process.returncode == 0
-    assert not metrics_dir.exists()
-    assert list(temp.iterdir()) == []
+    assert list(temp.iterdir()) == []  # no directory of its own left behind
+    assert metrics_dir.exists() == operator_dir  # an operator's directory is the operator's
