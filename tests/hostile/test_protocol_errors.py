@@ -101,3 +101,10 @@ def test_keep_alive_still_serves_several_requests_on_one_connection(server):
         assert read_answer(sock).status == 200
         assert read_answer(sock).status == 200
         sock.shutdown(socket.SHUT_WR)
+
+
+def test_what_gunicorns_parser_still_refuses_is_json_too(server):
+    # The worker lets this head through (names and framing are fine); gunicorn's parser refuses the control
+    # character in the value, and the worker's error handler answers it.
+    answer = exchange(server.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Odd: a\x01b\r\n\r\n")
+    assert_json_refusal(answer, 400)
