@@ -49,8 +49,8 @@ LINGER_SECONDS = 2.0
 BUFFER_BODIES_PER_THREAD = 2
 RECV_BYTES = 64 * 1024
 
-# Methods the app may see; any other token is refused here with 501 (RFC 9110 section 9.1), which also keeps the
-# exporter's `method` label to this closed set.
+# Methods the app may see. Any other token is answered here as the app would (405 with Allow on a path it serves,
+# 404 elsewhere; 501 if the app has no URL map), so the exporter's `method` label stays within this closed set.
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"})
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _TARGET = re.compile(rb"[\x21-\x7e]+")
@@ -80,6 +80,8 @@ REFUSED = Counter(
 _REASON_PHRASES = {
     400: "Bad Request",
     403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
     408: "Request Timeout",
     413: "Content Too Large",
     414: "URI Too Long",
@@ -94,20 +96,24 @@ _REASON_PHRASES = {
 class Refusal(Exception):
     """The request cannot be served: answer `status` with `detail` and close."""
 
-    def __init__(self, status: int, reason: str, detail: str) -> None:
+    def __init__(self, status: int, reason: str, detail: str, target: bytes = b"") -> None:
         super().__init__(detail)
         self.status = status
         self.reason = reason
         self.detail = detail
+        self.target = target
+        self.headers: list[tuple[str, str]] = []
 
 
-def error_response(status: int, detail: str, request_id: str) -> bytes:
+def error_response(status: int, detail: str, request_id: str, headers: list[tuple[str, str]] | None = None) -> bytes:
     body = json.dumps({"detail": detail}).encode()
+    extra = "".join(f"{name}: {value}\r\n" for name, value in headers or [])
     head = (
         f"HTTP/1.1 {status} {_REASON_PHRASES.get(status, 'Error')}\r\n"
         "Content-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\n"
         f"X-Request-ID: {request_id}\r\n"
+        f"{extra}"
         "Connection: close\r\n\r\n"
     )
     return head.encode("latin-1") + body
@@ -218,7 +224,7 @@ def parse_head(head: bytes, max_body_bytes: int) -> tuple[bytes, int, bool, bool
     if not _VERSION.fullmatch(parts[2]):
         raise Refusal(400, "bad_request", "Unsupported HTTP version")
     if parts[0].decode("ascii") not in METHODS:
-        raise Refusal(501, "method", "Method Not Implemented")
+        raise Refusal(501, "method", "Method Not Implemented", target=parts[1])
     lengths = {value for name, value in fields if name == b"content-length"}
     codings = [value for name, value in fields if name == b"transfer-encoding"]
     if lengths and codings:
@@ -304,7 +310,12 @@ class AdapterWorker(ThreadWorker):
         except OSError:
             data = b""
         if not data:
-            self._drop(state)
+            if state.head is not None and state.chunked is None:
+                # Half-closed inside a body of declared length: the app answers the truncated body (a 422); the
+                # parser in the thread meets the end of the stream at once, never a wait.
+                self._hand_over(state, bytes(state.buf))
+            else:
+                self._drop(state)
             return
         if self.buffered + len(data) > self.limits.buffer_bytes:
             self._refuse(state, Refusal(503, "busy", "Too many request bodies in flight; retry later"))
@@ -380,13 +391,32 @@ class AdapterWorker(ThreadWorker):
 
     # --- refusing and closing ----------------------------------------------------------------------------------
 
+    def _unknown_method(self, refusal: Refusal) -> None:
+        """The contract's answer to a method the app does not take: 405 with Allow on a path the app serves, 404
+        elsewhere. Given here, so the app (and its metrics' `method` label) only ever sees METHODS."""
+        url_map = getattr(self.wsgi, "url_map", None)
+        if url_map is None:
+            return
+        path = refusal.target.split(b"?", 1)[0].decode("latin-1")
+        try:
+            allowed = url_map.bind("localhost").allowed_methods(path)
+        except Exception:  # noqa: BLE001 - an odd target keeps the 501
+            return
+        if allowed:
+            refusal.status, refusal.detail = 405, "Method Not Allowed"
+            refusal.headers = [("Allow", ", ".join(sorted(allowed)))]
+        else:
+            refusal.status, refusal.detail = 404, "Not Found: no such path"
+
     def _refuse(self, state: Reading, refusal: Refusal) -> None:
+        if refusal.reason == "method":
+            self._unknown_method(refusal)
         request_id = uuid.uuid4().hex
         REFUSED.labels(reason=refusal.reason).inc()
         self.log.warning(
             "refused: %d %s (reason=%s, request_id=%s)", refusal.status, refusal.detail, refusal.reason, request_id
         )
-        _send_nowait(state.conn, error_response(refusal.status, refusal.detail, request_id))
+        _send_nowait(state.conn, error_response(refusal.status, refusal.detail, request_id, refusal.headers))
         self._linger(state)
 
     def _linger(self, state: Reading) -> None:

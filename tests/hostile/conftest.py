@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -53,9 +54,13 @@ def connect(port: int, timeout: float = ANSWER_TIMEOUT_S) -> socket.socket:
     return sock
 
 
+# Bytes read past one answer (the next pipelined answer), kept for the next read_answer on the same socket.
+_read_ahead: weakref.WeakKeyDictionary[socket.socket, bytes] = weakref.WeakKeyDictionary()
+
+
 def read_answer(sock: socket.socket) -> Answer:
     """One HTTP/1.1 response read from `sock` (skipping 1xx), then whether the server closed the connection."""
-    data = b""
+    data = _read_ahead.pop(sock, b"")
     while True:
         while b"\r\n\r\n" not in data:
             chunk = sock.recv(65536)
@@ -79,6 +84,8 @@ def read_answer(sock: socket.socket) -> Answer:
             raise ConnectionError("closed inside the answer's body")
         data += chunk
     body = data[:length]
+    if data[length:]:
+        _read_ahead[sock] = data[length:]
     closed = False
     if headers.get("connection", "").lower() == "close":
         try:

@@ -67,8 +67,18 @@ def test_an_invalid_header_name_is_a_400(server):
     assert_json_refusal(exchange(server.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\nBad Name: v\r\n\r\n"), 400)
 
 
-def test_an_unknown_method_is_a_501(server):
-    assert_json_refusal(exchange(server.port, b"BREW /healthz HTTP/1.1\r\nHost: x\r\n\r\n"), 501)
+def test_an_unknown_method_is_a_405_with_allow_on_a_served_path_and_a_404_elsewhere(server):
+    for path in ("/healthz", "/v1/attribution"):
+        # The app's own answer to a method it knows but the path does not take.
+        known = exchange(server.port, f"PUT {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        assert known.status == 405
+        answer = exchange(server.port, f"BREW {path}?x=1 HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        assert_json_refusal(answer, 405)
+        assert answer.json() == known.json() == {"detail": "Method Not Allowed"}
+        assert sorted(answer.headers["allow"].split(", ")) == sorted(known.headers["allow"].split(", "))
+    answer = exchange(server.port, b"BREW /no/such/path HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert_json_refusal(answer, 404)
+    assert answer.json() == {"detail": "Not Found: no such path"}
 
 
 def test_an_over_limit_content_length_is_answered_before_any_body_is_sent(server):
