@@ -1,14 +1,15 @@
 """The gunicorn worker class: a gthread worker whose event loop reads each whole request before a thread sees it.
 
 gunicorn's gthread worker hands a connection to a request thread as soon as a byte arrives, and the thread then
-blocks reading headers and body: a few clients sending slowly hold every thread (16 such connections starved
-/healthz with 8 threads and 2 workers). Here the worker's own selector loop reads the request line, the headers
-and the whole body without blocking, within bounds set by ServerSettings:
+blocks reading headers and body: a few clients sending slowly hold every thread (16 such connections left
+/healthz unanswered with 1 worker of 8 threads, bench/hostile.py). Here the worker's own selector loop reads the
+request line, the headers and the whole body without blocking, within bounds set by ServerSettings:
 
 - the request line and headers must end within `header_timeout` seconds, and fit MAX_HEAD_BYTES;
 - the body must end within `body_timeout` seconds of the headers, and arrive at `body_min_rate` bytes/s on average
   (checked from RATE_GRACE_SECONDS on);
-- a declared Content-Length over `max_body_bytes` is refused at once, a chunked body as soon as it passes it.
+- a declared Content-Length over `max_body_bytes` is refused at once, a chunked body as soon as it passes it;
+- all bodies being read together stay under BUFFER_BODIES_PER_THREAD x threads x `max_body_bytes` (503 past it).
 
 Only a complete request goes to the thread pool, from a buffer: a request thread never waits on a client. The
 worker answers what it refuses itself, as JSON in the contract's `{"detail": str}` shape with an X-Request-ID, and
