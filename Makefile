@@ -57,9 +57,10 @@ load-long: $(STAMP)
 fuzz-deep: $(STAMP)
 	ATTRIBUTION_FUZZ_EXAMPLES=2000 $(PY) -m pytest -q -W error tests/robustness/test_fuzz_openapi.py
 
-## bench: print the benchmark figures (in-process overhead, HTTP throughput vs bare Flask, concurrency, log scan)
+## bench: print the benchmark figures (in-process overhead, HTTP throughput vs bare Flask, concurrency, log scan, hostile callers)
 bench: $(STAMP)
 	$(PY) bench/overhead.py
 	$(PY) bench/http_throughput.py
 	$(PY) bench/concurrency.py
 	$(PY) bench/kernel_log_scan.py
+	$(PY) bench/hostile.py

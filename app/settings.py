@@ -94,6 +94,11 @@ class ServerSettings:
     workers: int = 2
     threads: int = 8
     graceful_timeout: int = 30
+    # Bounds on one caller's connection, enforced by app/worker.py before a request reaches a thread.
+    header_timeout: int = 10
+    body_timeout: int = 30
+    body_min_rate: int = 4096
+    worker_connections: int = 1000
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ServerSettings:
@@ -104,7 +109,13 @@ class ServerSettings:
             workers=_integer(env, f"{PREFIX}WORKERS", cls.workers, 1, 64),
             threads=_integer(env, f"{PREFIX}THREADS", cls.threads, 1, 256),
             graceful_timeout=_integer(env, f"{PREFIX}GRACEFUL_TIMEOUT_SECONDS", cls.graceful_timeout, 1, 600),
+            header_timeout=_integer(env, f"{PREFIX}HEADER_TIMEOUT_SECONDS", cls.header_timeout, 1, 300),
+            body_timeout=_integer(env, f"{PREFIX}BODY_TIMEOUT_SECONDS", cls.body_timeout, 1, 600),
+            body_min_rate=_integer(env, f"{PREFIX}BODY_MIN_RATE", cls.body_min_rate, 0, 1024 * 1024 * 1024),
+            worker_connections=_integer(env, f"{PREFIX}WORKER_CONNECTIONS", cls.worker_connections, 2, 100000),
         )
+        if settings.worker_connections <= settings.threads:
+            raise SettingsError(f"{PREFIX}WORKER_CONNECTIONS must be larger than {PREFIX}THREADS")
         if settings.bind.rpartition(":")[2] == settings.metrics_bind.rpartition(":")[2]:
             raise SettingsError(f"{PREFIX}METRICS_BIND must use another port than {PREFIX}BIND")
         return settings

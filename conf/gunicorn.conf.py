@@ -11,13 +11,19 @@ from pathlib import Path
 
 # prometheus_client decides at its first import whether it runs in multiprocess mode: set the directory before any
 # import below can pull it in. An operator's directory (read-only root filesystems) is emptied; our own is removed.
-_METRICS_DIR_OWNED = not os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-if _METRICS_DIR_OWNED:
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="attribution-adapter-metrics-")
-else:
-    Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
-    for _stale in Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).glob("*.db"):
-        _stale.unlink()
+# A SIGHUP reload runs this file again in the same master: the directory and its counts then stay as they are.
+_PID = str(os.getpid())
+_RELOADED = os.environ.get("ADAPTER_METRICS_DIR_LOADED_BY") == _PID
+os.environ["ADAPTER_METRICS_DIR_LOADED_BY"] = _PID
+if not _RELOADED:
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
+        for _stale in Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).glob("*.db"):
+            _stale.unlink()
+    else:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="attribution-adapter-metrics-")
+        os.environ["ADAPTER_METRICS_DIR_OWNED_BY"] = _PID
+_METRICS_DIR_OWNED = os.environ.get("ADAPTER_METRICS_DIR_OWNED_BY") == _PID
 
 from prometheus_flask_exporter.multiprocess import GunicornPrometheusMetrics  # noqa: E402
 
@@ -33,8 +39,10 @@ except SettingsError as exc:
 bind = [_server.bind]
 workers = _server.workers
 # Provider calls mostly wait on I/O (log reads, HTTP to backends): threads, not processes, carry the concurrency.
-worker_class = "gthread"
+# gthread whose event loop reads each whole request within bounds before a thread serves it: see app/worker.py.
+worker_class = "app.worker.AdapterWorker"
 threads = _server.threads
+worker_connections = _server.worker_connections
 # For gthread workers this is a heartbeat, not a request limit; keep it above the largest timeout_ms (300 s).
 timeout = 330
 # On SIGTERM workers stop accepting and in-flight requests get this long to finish.
