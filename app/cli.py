@@ -98,10 +98,13 @@ def cli() -> None:
 def _boot(command: str) -> Booted:
     """Settings and provider exactly as the server's boot builds them; a wrong one ends the command with exit 4."""
     try:
-        return boot()
+        booted = boot()
     except BOOT_ERRORS as exc:
         _say(command, f"cannot start: {exc}")
         raise click.exceptions.Exit(CANNOT_START) from None
+    for warning in booted.warnings:
+        _say(command, f"warning: setting not read: {warning}")
+    return booted
 
 
 @contextmanager

@@ -29,6 +29,8 @@ log = logging.getLogger("attribution_adapter.providers.fact")
 
 ENDPOINT = "ATTRIBUTION_FACT_ENDPOINT"
 MAX_EVIDENCE_SETTING = "ATTRIBUTION_FACT_MAX_EVIDENCE"
+#: every setting this provider reads (the registry checks `ATTRIBUTION_*` names against it at boot)
+SETTINGS: tuple[str, ...] = (ENDPOINT, MAX_EVIDENCE_SETTING)
 DEFAULT_MAX_EVIDENCE = 8
 MISSING_PACKAGE = (
     "the fact provider needs the private package fact_client, which is not installed; "
