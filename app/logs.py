@@ -48,3 +48,9 @@ def logconfig_dict(level: str) -> dict[str, Any]:
             LOGGER: {"level": level.upper(), "handlers": ["stderr"], "propagate": False},
         },
     }
+
+
+def json_line(level: int, message: str, logger: str = LOGGER) -> str:
+    """One log line in the service's format, for code that runs before logging is configured (the gunicorn config)."""
+    record = logging.LogRecord(logger, level, __file__, 0, message, None, None)
+    return JsonFormatter().format(record)
