@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from flask import Flask, Response, g, request
 
-from app.logs import LOGGER
+from app.logs import LOGGER, request_id_var
 from app.metrics import AdapterMetrics
 from app.service import AttributionService
 from app.sessions import SessionCodec
@@ -47,6 +47,8 @@ def register_request_context(app: Flask, provider_name: str) -> None:
     def _start() -> None:
         g.started_monotonic = time.monotonic()
         g.request_id = uuid.uuid4().hex
+        # Every line logged while this request is served carries its id (app.logs.RequestIdFilter).
+        g.request_id_token = request_id_var.set(g.request_id)
 
     @app.after_request
     def _finish(response: Response) -> Response:
@@ -73,6 +75,12 @@ def register_request_context(app: Flask, provider_name: str) -> None:
             },
         )
         return response
+
+    @app.teardown_request
+    def _forget(_: BaseException | None) -> None:
+        token = g.pop("request_id_token", None)
+        if token is not None:
+            request_id_var.reset(token)
 
 
 def create_app(settings: Settings | None = None, provider: Provider | None = None) -> Flask:

@@ -22,7 +22,7 @@ from click.core import ParameterSource
 
 from app import __version__, create_app
 from app.boot import BOOT_ERRORS, CANNOT_START, Booted, boot
-from app.logs import LOGGER, JsonFormatter
+from app.logs import LOGGER, JsonFormatter, RequestIdFilter
 from providers.base import CheckReport, CheckSeverity, Deadline
 
 PROG = "attribution-adapter"
@@ -116,6 +116,7 @@ def _provider_logs(level: str) -> Iterator[None]:
     saved = (logger.handlers[:], logger.level, logger.propagate, request_logger.disabled)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
+    handler.addFilter(RequestIdFilter())
     # On the handler: create_app sets the logger's own level from ATTRIBUTION_LOG_LEVEL.
     handler.setLevel(max(logging.WARNING, logging.getLevelName(level.upper())))
     logger.handlers = [handler]

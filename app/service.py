@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import threading
@@ -112,7 +113,8 @@ class AttributionService:
         self, call: Callable[[], AttributionOutcome], request: AttributionRequest, deadline: Deadline
     ) -> AttributionOutcome:
         """The provider's answer, checked; every failure becomes a typed error. Construction failures propagate."""
-        future: Future[AttributionOutcome] = self._pool().submit(call)
+        # A copy of the request's context: the provider's log lines carry the request id (app.logs).
+        future: Future[AttributionOutcome] = self._pool().submit(contextvars.copy_context().run, call)
         started = time.monotonic()
         try:
             answer = future.result(timeout=deadline.remaining())

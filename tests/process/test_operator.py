@@ -1,14 +1,17 @@
 """Operating the Adapter under real gunicorn on 127.0.0.1: typo'd settings and ports in use stop the start with one
-clear JSON line."""
+clear line, every line on stderr is JSON in one format, a request's id is on every line written while it is served."""
 
 from __future__ import annotations
 
 import json
 import socket
+from pathlib import Path
 
 import pytest
+import requests
 
 from app.boot import CANNOT_START
+from app.openapi import SEED_EXAMPLE
 from tests.fakes import FAKE_PROVIDER as FAKE
 
 LINE_KEYS = {"time", "level", "logger", "message"}
@@ -74,4 +77,42 @@ def test_a_port_in_use_is_one_clear_line_and_exit_4(start_gunicorn, setting):
     assert errors(json_lines(output)) == [
         f"attribution-adapter: cannot start: {setting}={address} cannot be bound: address already in use"
     ]
+
+
+def test_every_line_is_json_and_a_request_s_lines_carry_its_id(start_gunicorn, tmp_path: Path):
+    # A host folder whose only file is in no known format: the provider warns, naming the file, while serving.
+    (tmp_path / "worker-01").mkdir()
+    (tmp_path / "worker-01" / "kern.log").write_text("hello there\nnot a kernel log line\n")
+    server = start_gunicorn(
+        {
+            "ATTRIBUTION_PROVIDER": "kernel_log",
+            "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
+            "ATTRIBUTION_KERNEL_LOG_DIR": str(tmp_path),
+            "ATTRIBUTION_WORKERS": "1",
+        }
+    )
+    server.wait_ready()
+    body = {**SEED_EXAMPLE, "scope": {"nodes": ["worker-01"], "ranks": []}}
+    ids = []
+    for _ in range(2):
+        answer = requests.post(f"{server.base_url}/v1/attribution", json=body, timeout=15)
+        assert answer.status_code == 200 and answer.json()["error"]["type"] == "insufficient_telemetry"
+        ids.append(answer.headers["X-Request-ID"])
+    assert requests.post(f"{server.base_url}/v1/attribution", json={}, timeout=15).status_code == 422
+    server.stop()  # the shutdown's lines too
+    lines = json_lines(server.output())
+    file_warnings = [entry for entry in lines if "kern.log" in entry["message"]]
+    assert [entry["request_id"] for entry in file_warnings] == ids
+    assert all(entry["level"] == "warning" and "worker-01/kern.log" in entry["message"] for entry in file_warnings)
+    request_lines = [
+        entry
+        for entry in lines
+        if entry["logger"] == "attribution_adapter.request"
+        and entry.get("status") == 200
+        and entry.get("path") == "/v1/attribution"
+    ]
+    assert [entry["request_id"] for entry in request_lines] == ids
+    # Lines written outside any request (boot, shutdown) carry no request id.
+    assert any(entry["message"].startswith("Starting gunicorn") for entry in lines)
+    assert all("request_id" not in entry for entry in lines if entry["logger"] == "gunicorn.error")
 
