@@ -1,20 +1,25 @@
 """Operating the Adapter under real gunicorn on 127.0.0.1: typo'd settings and ports in use stop the start with one
-clear line, every line on stderr is JSON in one format, a request's id is on every line written while it is served."""
+clear line, every line on stderr is JSON in one format, a request's id is on every line written while it is served,
+and the alerting gauges are served on the metrics port."""
 
 from __future__ import annotations
 
 import json
 import socket
+import threading
+import time
 from pathlib import Path
 
 import pytest
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 
 from app.boot import CANNOT_START
 from app.openapi import SEED_EXAMPLE
 from tests.fakes import FAKE_PROVIDER as FAKE
 
 LINE_KEYS = {"time", "level", "logger", "message"}
+POLL_BOUND_S = 20  # how long a state may take to show up on a loaded machine: a bound, not a timing
 
 
 def json_lines(output: str) -> list[dict]:
@@ -116,3 +121,60 @@ def test_every_line_is_json_and_a_request_s_lines_carry_its_id(start_gunicorn, t
     assert any(entry["message"].startswith("Starting gunicorn") for entry in lines)
     assert all("request_id" not in entry for entry in lines if entry["logger"] == "gunicorn.error")
 
+
+def _gauges(url: str) -> dict[str, float]:
+    text = requests.get(url, timeout=5).text
+    return {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name
+        in (
+            "attribution_requests_in_flight",
+            "attribution_provider_calls_in_flight",
+            "attribution_provider_concurrency_limit",
+        )
+    }
+
+
+def _poll(url: str, wanted: dict[str, float]) -> dict[str, float]:
+    deadline = time.monotonic() + POLL_BOUND_S
+    seen = _gauges(url)
+    while time.monotonic() < deadline and any(seen.get(k) != v for k, v in wanted.items()):
+        time.sleep(0.05)
+        seen = _gauges(url)
+    return seen
+
+
+def test_in_flight_gauges_and_the_limit_on_the_metrics_port(start_gunicorn):
+    server = start_gunicorn(
+        {
+            "ATTRIBUTION_PROVIDER": FAKE,
+            "ATTRIBUTION_WORKERS": "1",
+            "ATTRIBUTION_PROVIDER_CONCURRENCY": "5",
+            "ATTRIBUTION_FAKE_DELAY_MS": "3000",
+        }
+    )
+    server.wait_ready()
+    url = f"{server.base_url}/v1/attribution"
+    answers: list[int] = []
+    callers = [
+        threading.Thread(target=lambda: answers.append(requests.post(url, json=SEED_EXAMPLE, timeout=30).status_code))
+        for _ in range(2)
+    ]
+    for caller in callers:
+        caller.start()
+    busy = {
+        "attribution_requests_in_flight": 2.0,
+        "attribution_provider_calls_in_flight": 2.0,
+        "attribution_provider_concurrency_limit": 5.0,
+    }
+    during = _poll(server.metrics_url, busy)
+    for caller in callers:
+        caller.join(30)
+    assert during == busy
+    assert answers == [200, 200]
+    idle = {**busy, "attribution_requests_in_flight": 0.0, "attribution_provider_calls_in_flight": 0.0}
+    assert _poll(server.metrics_url, idle) == idle
+    server.stop()
+    json_lines(server.output())
