@@ -11,4 +11,7 @@ except BOOT_ERRORS as exc:
     logging.getLogger("attribution_adapter").critical("attribution-adapter: cannot start: %s", exc)
     raise SystemExit(CANNOT_START) from None
 
+for _warning in _booted.warnings:
+    logging.getLogger("attribution_adapter").warning("setting not read: %s", _warning)
+
 app = create_app(_booted.settings, _booted.provider)

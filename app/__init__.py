@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from flask import Flask, Response, g, request
 
-from app.logs import LOGGER
+from app.logs import LOGGER, request_id_var
 from app.metrics import AdapterMetrics
 from app.service import AttributionService
 from app.sessions import SessionCodec
@@ -40,13 +40,17 @@ def register_blueprints(app: Flask) -> None:
 request_log = logging.getLogger(f"{LOGGER}.request")
 
 
-def register_request_context(app: Flask, provider_name: str) -> None:
+def register_request_context(app: Flask, provider_name: str, metrics: AdapterMetrics) -> None:
     """A request id and a start time for every request; the id on every response and one log line per request."""
 
     @app.before_request
     def _start() -> None:
         g.started_monotonic = time.monotonic()
         g.request_id = uuid.uuid4().hex
+        # Every line logged while this request is served carries its id (app.logs.RequestIdFilter).
+        g.request_id_token = request_id_var.set(g.request_id)
+        metrics.request_started()
+        g.in_flight = True
 
     @app.after_request
     def _finish(response: Response) -> Response:
@@ -74,6 +78,14 @@ def register_request_context(app: Flask, provider_name: str) -> None:
         )
         return response
 
+    @app.teardown_request
+    def _forget(_: BaseException | None) -> None:
+        if g.pop("in_flight", False):
+            metrics.request_finished()
+        token = g.pop("request_id_token", None)
+        if token is not None:
+            request_id_var.reset(token)
+
 
 def create_app(settings: Settings | None = None, provider: Provider | None = None) -> Flask:
     """Build the app. Without arguments, settings come from the environment and the provider from the registry."""
@@ -88,17 +100,28 @@ def create_app(settings: Settings | None = None, provider: Provider | None = Non
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     logging.getLogger(LOGGER).setLevel(settings.log_level.upper())
-    metrics = AdapterMetrics(app, version=__version__, provider=provider.name, provider_version=provider.version)
+    metrics = AdapterMetrics(
+        app,
+        version=__version__,
+        provider=provider.name,
+        provider_version=provider.version,
+        provider_concurrency=settings.provider_concurrency,
+    )
     sessions = SessionCodec(
         provider=provider.name, ttl_seconds=settings.session_ttl_seconds, secrets=settings.session_secrets
     )
     service = AttributionService(
-        provider, sessions, settings.provider_concurrency, on_provider_call=metrics.observe_provider_call
+        provider,
+        sessions,
+        settings.provider_concurrency,
+        on_provider_call=metrics.observe_provider_call,
+        on_source_failure=metrics.observe_source_failure,
+        call_in_flight=metrics.provider_call_in_flight,
     )
     app.extensions["attribution_adapter"] = AdapterState(
         service=service, metrics=metrics, provider_name=provider.name, version=__version__
     )
-    register_request_context(app, provider.name)
+    register_request_context(app, provider.name, metrics)
     register_blueprints(app)
     register_error_handlers(app)
     return app

@@ -22,7 +22,7 @@ from click.core import ParameterSource
 
 from app import __version__, create_app
 from app.boot import BOOT_ERRORS, CANNOT_START, Booted, boot
-from app.logs import LOGGER, JsonFormatter
+from app.logs import LOGGER, JsonFormatter, RequestIdFilter
 from providers.base import CheckReport, CheckSeverity, Deadline
 
 PROG = "attribution-adapter"
@@ -98,10 +98,13 @@ def cli() -> None:
 def _boot(command: str) -> Booted:
     """Settings and provider exactly as the server's boot builds them; a wrong one ends the command with exit 4."""
     try:
-        return boot()
+        booted = boot()
     except BOOT_ERRORS as exc:
         _say(command, f"cannot start: {exc}")
         raise click.exceptions.Exit(CANNOT_START) from None
+    for warning in booted.warnings:
+        _say(command, f"warning: setting not read: {warning}")
+    return booted
 
 
 @contextmanager
@@ -113,6 +116,7 @@ def _provider_logs(level: str) -> Iterator[None]:
     saved = (logger.handlers[:], logger.level, logger.propagate, request_logger.disabled)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
+    handler.addFilter(RequestIdFilter())
     # On the handler: create_app sets the logger's own level from ATTRIBUTION_LOG_LEVEL.
     handler.setLevel(max(logging.WARNING, logging.getLevelName(level.upper())))
     logger.handlers = [handler]

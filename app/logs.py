@@ -7,11 +7,26 @@ from __future__ import annotations
 
 import json
 import logging
+from contextvars import ContextVar
 from datetime import datetime, timezone
 from typing import Any
 
 REQUEST_FIELDS = ("request_id", "trace_id", "method", "path", "phase", "status", "outcome", "provider", "duration_ms")
 LOGGER = "attribution_adapter"
+
+#: the id of the request being served in this context; the provider's pool thread runs in a copy of the context
+request_id_var: ContextVar[str | None] = ContextVar("attribution_request_id", default=None)
+
+
+class RequestIdFilter(logging.Filter):
+    """Puts the served request's id on every record written while it is served (providers' warnings included)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "request_id", None) is None:
+            request_id = request_id_var.get()
+            if request_id is not None:
+                record.request_id = request_id
+        return True
 
 
 class JsonFormatter(logging.Formatter):
@@ -35,11 +50,17 @@ class JsonFormatter(logging.Formatter):
 
 def logconfig_dict(level: str) -> dict[str, Any]:
     """The `logging.config.dictConfig` used by gunicorn for its own loggers and the app's."""
-    handler = {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}
+    handler = {
+        "class": "logging.StreamHandler",
+        "formatter": "json",
+        "filters": ["request_id"],
+        "stream": "ext://sys.stderr",
+    }
     return {
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"json": {"()": "app.logs.JsonFormatter"}},
+        "filters": {"request_id": {"()": "app.logs.RequestIdFilter"}},
         "handlers": {"stderr": handler},
         "root": {"level": "WARNING", "handlers": ["stderr"]},
         "loggers": {
@@ -48,3 +69,9 @@ def logconfig_dict(level: str) -> dict[str, Any]:
             LOGGER: {"level": level.upper(), "handlers": ["stderr"], "propagate": False},
         },
     }
+
+
+def json_line(level: int, message: str, logger: str = LOGGER) -> str:
+    """One log line in the service's format, for code that runs before logging is configured (the gunicorn config)."""
+    record = logging.LogRecord(logger, level, __file__, 0, message, None, None)
+    return JsonFormatter().format(record)

@@ -3,25 +3,42 @@
 Under gunicorn every worker writes to PROMETHEUS_MULTIPROC_DIR and the master serves the sum on its own port
 (see conf/gunicorn.conf.py); without that directory (tests, a plain `flask run`) the metrics stay in process.
 Labels are bounded: phase, outcome, provider, a capped set of error categories. Never ids, node names or paths.
+The gauges an operator alerts on (in flight, the concurrency limit) are per process and summed over live workers
+(`livesum`); a worker sets its share of the limit when it serves its first request, never in the preloading master.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from flask import Flask
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_flask_exporter import PrometheusMetrics
 from prometheus_flask_exporter.multiprocess import GunicornPrometheusMetrics
+
+from providers.base import SourceFailure
 
 MAX_CATEGORIES = 64
 OTHER_CATEGORY = "other"
 CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
+#: the metrics meant for alerts (the README's example rules use them)
+ALERTABLE_METRICS = (
+    "attribution_requests_in_flight",
+    "attribution_provider_calls_in_flight",
+    "attribution_provider_concurrency_limit",
+    "attribution_telemetry_source_failures_total",
+)
+
+
 class AdapterMetrics:
-    def __init__(self, app: Flask, *, version: str, provider: str, provider_version: str) -> None:
+    def __init__(
+        self, app: Flask, *, version: str, provider: str, provider_version: str, provider_concurrency: int = 1
+    ) -> None:
         registry = CollectorRegistry()
         options = {"group_by": "endpoint", "registry": registry}
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
@@ -48,6 +65,36 @@ class AdapterMetrics:
             ["error_category"],
             registry=registry,
         )
+        self.requests_in_flight = Gauge(
+            "attribution_requests_in_flight",
+            "Requests being served now, over all workers.",
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
+        self.provider_calls_in_flight = Gauge(
+            "attribution_provider_calls_in_flight",
+            "Provider calls running now, over all workers (a call past its timeout_ms runs on until the provider "
+            "returns); compare with attribution_provider_concurrency_limit.",
+            ["provider"],
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
+        self.provider_concurrency_limit = Gauge(
+            "attribution_provider_concurrency_limit",
+            "Provider calls that may run at once: ATTRIBUTION_PROVIDER_CONCURRENCY per worker, over the workers "
+            "that have served a request.",
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
+        self.source_failures = Counter(
+            "attribution_telemetry_source_failures",
+            "Provider calls that failed at the telemetry source, by provider and kind "
+            "(unreachable, timeout, unreadable, malformed, other).",
+            ["provider", "kind"],
+            registry=registry,
+        )
+        for kind in SourceFailure:
+            self.source_failures.labels(provider=provider, kind=kind.value)
         exporter.info(
             "attribution_adapter_info",
             "The Adapter's version and its provider.",
@@ -56,8 +103,33 @@ class AdapterMetrics:
             provider_version=provider_version,
         )
         self.provider = provider
+        self.provider_concurrency = provider_concurrency
+        self._limit_pid = 0
         self._categories: set[str] = set()
         self._lock = threading.Lock()
+
+    def request_started(self) -> None:
+        pid = os.getpid()
+        if self._limit_pid != pid:  # first request of this process: a forked worker sets its own share
+            self._limit_pid = pid
+            self.provider_concurrency_limit.set(self.provider_concurrency)
+        self.requests_in_flight.inc()
+
+    def request_finished(self) -> None:
+        self.requests_in_flight.dec()
+
+    @contextmanager
+    def provider_call_in_flight(self) -> Iterator[None]:
+        gauge = self.provider_calls_in_flight.labels(provider=self.provider)
+        gauge.inc()
+        try:
+            yield
+        finally:
+            gauge.dec()
+
+    def observe_source_failure(self, kind: str) -> None:
+        known = kind if kind in SourceFailure.__members__.values() else SourceFailure.OTHER.value
+        self.source_failures.labels(provider=self.provider, kind=known).inc()
 
     def observe_provider_call(self, phase: str, seconds: float) -> None:
         self.provider_calls.labels(provider=self.provider, phase=phase).observe(seconds)

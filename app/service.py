@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import threading
@@ -9,6 +10,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 from app.guard import ContractViolation, check_outcome, public_message
@@ -61,11 +63,15 @@ class AttributionService:
         sessions: SessionCodec,
         concurrency: int,
         on_provider_call: Callable[[str, float], None] | None = None,
+        on_source_failure: Callable[[str], None] | None = None,
+        call_in_flight: Callable[[], AbstractContextManager[object]] = nullcontext,
     ) -> None:
         self.provider = provider
         self.sessions = sessions
         self.concurrency = concurrency
         self.on_provider_call = on_provider_call
+        self.on_source_failure = on_source_failure or (lambda kind: None)
+        self.call_in_flight = call_in_flight
         self._executor: ThreadPoolExecutor | None = None
         self._executor_pid = 0
         self._lock = threading.Lock()
@@ -108,11 +114,18 @@ class AttributionService:
         outcome = self._call(lambda: self.provider.slow(request, state, deadline, trace), request, deadline)
         return Result(outcome, given)
 
+    def _in_flight(self, call: Callable[[], AttributionOutcome]) -> AttributionOutcome:
+        with self.call_in_flight():
+            return call()
+
     def _call(
         self, call: Callable[[], AttributionOutcome], request: AttributionRequest, deadline: Deadline
     ) -> AttributionOutcome:
         """The provider's answer, checked; every failure becomes a typed error. Construction failures propagate."""
-        future: Future[AttributionOutcome] = self._pool().submit(call)
+        # A copy of the request's context: the provider's log lines carry the request id (app.logs).
+        future: Future[AttributionOutcome] = self._pool().submit(
+            contextvars.copy_context().run, self._in_flight, call
+        )
         started = time.monotonic()
         try:
             answer = future.result(timeout=deadline.remaining())
@@ -121,6 +134,7 @@ class AttributionService:
                 # Not our wait: the provider itself raised TimeoutError (in 3.11 the same class), a backend that
                 # did not answer in time.
                 log.warning("provider backend timed out: TimeoutError")
+                self.on_source_failure("timeout")
                 return _error(ErrorType.TIMEOUT, MSG_TIMEOUT)
             future.cancel()  # a call still queued never starts; one that runs goes on in the background
             log.warning("provider call passed timeout_ms=%d", request.timeout_ms)
@@ -129,12 +143,15 @@ class AttributionService:
             raise
         except ProviderTimeoutError as exc:
             log.warning("provider backend timed out: %s", type(exc).__name__)
+            self.on_source_failure(exc.kind)
             return _error(ErrorType.TIMEOUT, public_message(str(exc), MSG_TIMEOUT))
         except ProviderProcessingError as exc:
             log.warning("provider processing failed: %s", type(exc).__name__)
+            self.on_source_failure(exc.kind)
             return _error(ErrorType.SERVICE_ERROR, public_message(str(exc), MSG_PROCESSING))
         except Exception as exc:  # noqa: BLE001 - any provider failure is a typed error, never a 5xx
             log.error("provider raised %s", type(exc).__name__, exc_info=log.isEnabledFor(logging.DEBUG))
+            self.on_source_failure("other")
             return _error(ErrorType.SERVICE_ERROR, MSG_PROCESSING)
         finally:
             if self.on_provider_call is not None:

@@ -9,6 +9,27 @@ from dataclasses import dataclass, field
 PREFIX = "ATTRIBUTION_"
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
+#: Every setting of the service itself (providers declare theirs as `SETTINGS` beside their factory; see
+#: app/setting_names.py). A new setting is one line here plus its row in the README's table; a variable with the
+#: prefix that no declaration names stops the boot.
+SERVICE_SETTINGS: tuple[str, ...] = (
+    "ATTRIBUTION_PROVIDER",
+    "ATTRIBUTION_BIND",
+    "ATTRIBUTION_METRICS_BIND",
+    "ATTRIBUTION_WORKERS",
+    "ATTRIBUTION_THREADS",
+    "ATTRIBUTION_GRACEFUL_TIMEOUT_SECONDS",
+    "ATTRIBUTION_LOG_LEVEL",
+    "ATTRIBUTION_MAX_BODY_BYTES",
+    "ATTRIBUTION_SESSION_TTL_SECONDS",
+    "ATTRIBUTION_PROVIDER_CONCURRENCY",
+    "ATTRIBUTION_SESSION_SECRET",
+    "ATTRIBUTION_HEADER_TIMEOUT_SECONDS",
+    "ATTRIBUTION_BODY_TIMEOUT_SECONDS",
+    "ATTRIBUTION_BODY_MIN_RATE",
+    "ATTRIBUTION_WORKER_CONNECTIONS",
+)
+
 
 class SettingsError(ValueError):
     """A setting is missing or invalid; the message names the variable."""

@@ -27,13 +27,15 @@ _METRICS_DIR_OWNED = os.environ.get("ADAPTER_METRICS_DIR_OWNED_BY") == _PID
 
 from prometheus_flask_exporter.multiprocess import GunicornPrometheusMetrics  # noqa: E402
 
+from app.logs import json_line as _json_line  # noqa: E402
 from app.logs import logconfig_dict as _logconfig_dict  # noqa: E402
+from app.ports import bind_problem as _bind_problem  # noqa: E402
 from app.settings import LOG_LEVELS, ServerSettings, SettingsError  # noqa: E402
 
 try:
     _server = ServerSettings.from_env()
 except SettingsError as exc:
-    print(f"attribution-adapter: cannot start: {exc}", file=sys.stderr, flush=True)
+    print(_json_line(50, f"attribution-adapter: cannot start: {exc}"), file=sys.stderr, flush=True)
     raise SystemExit(4) from None
 
 bind = [_server.bind]
@@ -57,10 +59,29 @@ logconfig_dict = _logconfig_dict(_level if _level in LOG_LEVELS else "info")
 accesslog = None
 
 
+def _cannot_start(server, message):  # noqa: ANN001, ANN202
+    """One error line and exit 4 (as for a bad setting); gunicorn's on_exit hook does not run on this path."""
+    server.log.error("attribution-adapter: cannot start: %s", message)
+    if _METRICS_DIR_OWNED:
+        shutil.rmtree(os.environ["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)
+    sys.exit(4)
+
+
+def on_starting(server):  # noqa: ANN001, ANN201 - gunicorn hook, before gunicorn binds
+    """A port in use is one line naming the setting, not gunicorn's retries and a metrics traceback."""
+    for setting, address in (("ATTRIBUTION_BIND", _server.bind), ("ATTRIBUTION_METRICS_BIND", _server.metrics_bind)):
+        problem = _bind_problem(address)
+        if problem is not None:
+            _cannot_start(server, f"{setting}={address} cannot be bound: {problem}")
+
+
 def when_ready(server):  # noqa: ANN001, ANN201 - gunicorn hook
     """The master serves the summed metrics of all workers on its own port, never on the app's."""
     host, _, port = _server.metrics_bind.rpartition(":")
-    GunicornPrometheusMetrics.start_http_server_when_ready(int(port), host=host.strip("[]"))
+    try:
+        GunicornPrometheusMetrics.start_http_server_when_ready(int(port), host=host.strip("[]"))
+    except OSError as exc:  # taken since on_starting looked
+        _cannot_start(server, f"ATTRIBUTION_METRICS_BIND={_server.metrics_bind} cannot be bound: {exc.strerror or exc}")
     server.log.info("metrics on http://%s/metrics", _server.metrics_bind)
 
 

@@ -43,6 +43,26 @@ def _resolve(path: str, shown: str) -> ProviderFactory:
     return target  # type: ignore[return-value]
 
 
+def declared_settings(name: str) -> frozenset[str] | None:
+    """The `ATTRIBUTION_*` names the provider `name` reads, from the `SETTINGS` of the module before the colon of
+    its `module:attribute` path (for a built-in name, of its registry path): an iterable of variable names.
+
+    None when that module declares no `SETTINGS` or cannot be imported (`load_provider` then names the problem).
+    """
+    path = BUILTIN_PROVIDERS.get(name, name)
+    module_name = path.partition(":")[0]
+    if not module_name:
+        return None
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        return None
+    declared = getattr(module, "SETTINGS", None)
+    if declared is None:
+        return None
+    return frozenset(str(item) for item in declared)
+
+
 def load_provider(name: str | None, options: Mapping[str, str]) -> Provider:
     """Construct the provider `name` (a built-in name or `module:attribute`) with the `ATTRIBUTION_*` options.
 

@@ -196,15 +196,40 @@ class ProviderConstructionError(Exception):
     """
 
 
+class SourceFailure(enum.StrEnum):
+    """What went wrong with the telemetry source, as the operator's failure metric counts it (a closed set)."""
+
+    #: the source could not be reached (connection refused, name not resolved, connection broken)
+    UNREACHABLE = "unreachable"
+    #: the source did not answer in time
+    TIMEOUT = "timeout"
+    #: the source answered with an error, or a directory or file could not be read
+    UNREADABLE = "unreadable"
+    #: the source answered something that cannot be parsed or breaks its own format
+    MALFORMED = "malformed"
+    #: any other failure
+    OTHER = "other"
+
+
 class ProviderProcessingError(Exception):
     """The provider failed while processing: the answer is 200 with `error.type` `service_error`.
 
     The message becomes `error.message`: one short sentence, no stack trace, credential or log excerpt.
+    `kind` says what failed at the telemetry source, for the metrics; a provider that does not say counts as `other`.
     """
+
+    kind: SourceFailure = SourceFailure.OTHER
+
+    def __init__(self, *args: object, kind: SourceFailure | None = None) -> None:
+        super().__init__(*args)
+        if kind is not None:
+            self.kind = kind
 
 
 class ProviderTimeoutError(ProviderProcessingError):
     """A backend did not answer in time: the answer is 200 with `error.type` `timeout`."""
+
+    kind = SourceFailure.TIMEOUT
 
 
 # ---------------------------------------------------------------- check (the command line's `check`)

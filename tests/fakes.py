@@ -108,6 +108,10 @@ class ProcessFakeProvider(FakeProvider):
         )
 
 
+#: the variables `from_options` reads, declared so that boot refuses any other `ATTRIBUTION_*` name
+SETTINGS = ("ATTRIBUTION_FAKE_DELAY_MS", "ATTRIBUTION_FAKE_CLOSE_MARKER")
+
+
 def from_options(options: Mapping[str, str]) -> Provider:
     """The factory gunicorn uses; `ATTRIBUTION_FAKE_DELAY_MS` makes every call wait that long, and
     `ATTRIBUTION_FAKE_CLOSE_MARKER` names a file where `close()` notes each process that closed the provider."""

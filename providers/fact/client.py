@@ -20,6 +20,7 @@ from providers.base import (
     NodeTarget,
     ProviderError,
     ProviderProcessingError,
+    SourceFailure,
     cut_text,
 )
 
@@ -202,14 +203,14 @@ def translate(result: object, request: AttributionRequest, max_evidence: int) ->
         too_little = _field(result, "insufficient_telemetry", bool)
     except _Unreadable as exc:
         log.warning("FACT result unreadable at field %s", exc)
-        raise ProviderProcessingError(MSG_UNREADABLE) from None
+        raise ProviderProcessingError(MSG_UNREADABLE, kind=SourceFailure.MALFORMED) from None
     if not PRINTABLE_ATTRIBUTOR_ID.fullmatch(attributor_id):
-        raise ProviderProcessingError(MSG_UNREADABLE)
+        raise ProviderProcessingError(MSG_UNREADABLE, kind=SourceFailure.MALFORMED)
 
     scope = request.scope.nodes
     if not symptoms.keys() <= frozenset(scope):
         # Dropping the node would hide part of FACT's answer: the whole answer is a contract break.
-        raise ProviderProcessingError(MSG_OUT_OF_SCOPE)
+        raise ProviderProcessingError(MSG_OUT_OF_SCOPE, kind=SourceFailure.MALFORMED)
     detected_at = request.failure_context.detected_at.astimezone(timezone.utc)
     findings = [
         _finding(NodeTarget(node), _verdict(symptoms[node], probabilities[node]), detected_at, max_evidence)

@@ -21,6 +21,7 @@ from providers.base import (
     ProviderError,
     ProviderProcessingError,
     ProviderTimeoutError,
+    SourceFailure,
     TraceContext,
 )
 from providers.fact.client import PRINTABLE_ATTRIBUTOR_ID, FactClient, translate
@@ -29,6 +30,8 @@ log = logging.getLogger("attribution_adapter.providers.fact")
 
 ENDPOINT = "ATTRIBUTION_FACT_ENDPOINT"
 MAX_EVIDENCE_SETTING = "ATTRIBUTION_FACT_MAX_EVIDENCE"
+#: every setting this provider reads (the registry checks `ATTRIBUTION_*` names against it at boot)
+SETTINGS: tuple[str, ...] = (ENDPOINT, MAX_EVIDENCE_SETTING)
 DEFAULT_MAX_EVIDENCE = 8
 MISSING_PACKAGE = (
     "the fact provider needs the private package fact_client, which is not installed; "
@@ -132,7 +135,9 @@ class FactProvider(Provider):
             raise ProviderTimeoutError(MSG_TIMEOUT) from None
         except Exception as exc:  # noqa: BLE001 - the client's text may carry log excerpts or credentials
             log.warning("FACT call failed: %s", type(exc).__name__)
-            raise ProviderProcessingError(MSG_FAILED) from None
+            # Transport failures of an HTTP client are OSErrors (ConnectionError, requests' ConnectionError).
+            kind = SourceFailure.UNREACHABLE if isinstance(exc, OSError) else SourceFailure.OTHER
+            raise ProviderProcessingError(MSG_FAILED, kind=kind) from None
 
     def fast(self, request: AttributionRequest, deadline: Deadline, trace: TraceContext | None) -> AttributionOutcome:
         result = self._ask(

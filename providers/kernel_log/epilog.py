@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError
+from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, SourceFailure
 from providers.kernel_log.identity import NodeNames
 
 log = logging.getLogger("attribution_adapter.kernel_log")
@@ -217,7 +217,9 @@ def _result_files(root: Path, names: NodeNames) -> dict[str, list[Path]]:
     try:
         entries = list(os.scandir(root))
     except OSError as exc:
-        raise ProviderProcessingError("the epilog directory could not be read") from exc
+        raise ProviderProcessingError(
+            "the epilog directory could not be read", kind=SourceFailure.UNREADABLE
+        ) from exc
     for entry in entries:
         try:
             is_dir, is_file = entry.is_dir(), entry.is_file()

@@ -158,7 +158,14 @@ def test_host_names_in_lines_that_differ_from_the_folder_are_a_warning(run_cli, 
             "ATTRIBUTION_KERNEL_LOG_DIR='/nonexistent/logs' is not an existing directory",
         ),
         ({**samples_env(), "ATTRIBUTION_WORKERS": "many"}, "ATTRIBUTION_WORKERS='many' is not an integer"),
-        ({**samples_env(), "ATTRIBUTION_KERNEL_LOG_DIRS": "x"}, "ATTRIBUTION_KERNEL_LOG_DIRS is not a kernel_log"),
+        (
+            {**samples_env(), "ATTRIBUTION_KERNEL_LOG_DIRS": "x"},
+            "unknown setting ATTRIBUTION_KERNEL_LOG_DIRS; did you mean ATTRIBUTION_KERNEL_LOG_DIR?",
+        ),
+        (
+            {**samples_env(), "ATTRIBUTION_WORKER": "4"},
+            "unknown setting ATTRIBUTION_WORKER; did you mean ATTRIBUTION_WORKERS?",
+        ),
     ],
 )
 def test_wrong_settings_stop_check_as_they_stop_boot(run_cli, env, names):
@@ -178,6 +185,15 @@ def test_wrong_settings_stop_check_as_they_stop_boot(run_cli, env, names):
     )
     assert booting.returncode == 4
     assert line.removeprefix("attribution-adapter check: ") in booting.stderr
+
+
+def test_another_providers_setting_is_a_warning_line_and_check_goes_on(run_cli):
+    result = run_cli(["check"], {**samples_env(), "ATTRIBUTION_FACT_ENDPOINT": "http://fact.example"})
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        "attribution-adapter check: warning: setting not read: ATTRIBUTION_FACT_ENDPOINT is a setting of the fact "
+        "provider; ATTRIBUTION_PROVIDER=kernel_log ignores it"
+    ]
 
 
 def test_boot_is_the_function_both_entries_call():

@@ -43,3 +43,39 @@ def test_logs_keep_out_bodies_evidence_and_user_ids(caplog):
     logged = "\n".join(record.getMessage() for record in caplog.records)
     for secret in (USER_ID, NODE, EVIDENCE, WORKFLOW, session_id):
         assert secret not in logged, f"{secret!r} was logged:\n{logged}"
+
+
+def test_lines_written_while_a_request_is_served_carry_its_id_also_from_the_provider_s_thread():
+    import io
+    import json
+    import threading
+
+    from app.logs import JsonFormatter, RequestIdFilter
+
+    provider_log = logging.getLogger("attribution_adapter.providers.scripted")
+    threads: list[str] = []
+
+    def fast(request, *_):
+        threads.append(threading.current_thread().name)
+        provider_log.warning("telemetry file %s could not be read; skipped", "host-a/kern.log")
+        raise ProviderProcessingError("processing failed")
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    handler.addFilter(RequestIdFilter())
+    logger = logging.getLogger("attribution_adapter")
+    logger.addHandler(handler)
+    try:
+        client = make_client(NamedFakeProvider("fake", fast=fast))
+        ids = [check_200(post(client, valid_request()))["request_id"] for _ in range(2)]
+        provider_log.warning("outside any request")
+    finally:
+        logger.removeHandler(handler)
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert threads and all(name.startswith("provider-call") for name in threads)
+    warned = [line for line in lines if line["logger"] == "attribution_adapter.providers.scripted"]
+    assert [line.get("request_id") for line in warned] == [*ids, None]
+    assert "host-a/kern.log" in warned[0]["message"]
+    service = [line for line in lines if line["logger"] == "attribution_adapter.service"]
+    assert [line["request_id"] for line in service] == ids

@@ -40,6 +40,10 @@ class LoadProvider(Provider):
         return AttributionOutcome(attributions=outcome.attributions, unattributed_targets=outcome.unattributed_targets)
 
 
+#: the variables `from_options` reads, declared so that boot refuses any other `ATTRIBUTION_*` name
+SETTINGS = ("ATTRIBUTION_LOAD_DELAY_MS", "ATTRIBUTION_LOAD_SLOW_DELAY_MS")
+
+
 def from_options(options: Mapping[str, str]) -> Provider:
     return LoadProvider(
         int(options.get("ATTRIBUTION_LOAD_DELAY_MS", "5")) / 1000.0,

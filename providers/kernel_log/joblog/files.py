@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError
+from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, SourceFailure
 from providers.kernel_log.joblog.lines import MAX_LINE_CHARS  # longer lines are cut before the parser sees them
 from providers.kernel_log.joblog.nodes import NodeResolver, is_safe_component
 
@@ -180,7 +180,9 @@ def _plan(
     except NotADirectoryError:
         return None
     except OSError as exc:
-        raise ProviderProcessingError("the job-log folder of this attempt could not be read") from exc
+        raise ProviderProcessingError(
+            "the job-log folder of this attempt could not be read", kind=SourceFailure.UNREADABLE
+        ) from exc
     with iterator:
         for count, entry in enumerate(iterator):
             if count >= MAX_DIR_ENTRIES:

@@ -13,7 +13,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import BinaryIO
 
-from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, TraceContext, shifted
+from providers.base import (
+    Deadline,
+    ProviderProcessingError,
+    ProviderTimeoutError,
+    SourceFailure,
+    TraceContext,
+    shifted,
+)
 from providers.kernel_log.collect import Collector
 from providers.kernel_log.parse import TimeContext, is_continuation, line_time, parse_line
 
@@ -111,7 +118,9 @@ class FileSource:
         try:
             entries = list(os.scandir(self.root))
         except OSError as exc:
-            raise ProviderProcessingError("the kernel log directory could not be read") from exc
+            raise ProviderProcessingError(
+                "the kernel log directory could not be read", kind=SourceFailure.UNREADABLE
+            ) from exc
         for entry in entries:
             try:
                 is_dir = entry.is_dir()

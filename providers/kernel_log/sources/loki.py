@@ -11,7 +11,7 @@ from typing import Any
 import requests
 import urllib3.exceptions
 
-from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, TraceContext
+from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, SourceFailure, TraceContext
 from providers.kernel_log.collect import Collector
 from providers.kernel_log.parse import parse_line
 
@@ -126,7 +126,10 @@ class LokiSource:
             body = self._get(session, headers, params, deadline)
             entries, total = _entries(body, self.host_label)
             if total > self.limit:
-                raise ProviderProcessingError("the Loki log source answered with more entries than the limit asked for")
+                raise ProviderProcessingError(
+                    "the Loki log source answered with more entries than the limit asked for",
+                    kind=SourceFailure.MALFORMED,
+                )
             fresh = 0
             last = start
             page_keys: set[tuple[str, int, str]] = set()
@@ -165,16 +168,20 @@ class LokiSource:
         try:
             with session.get(self.endpoint, params=params, headers=headers, timeout=remaining, stream=True) as response:
                 if response.status_code != 200:
-                    raise ProviderProcessingError(f"the Loki log source answered HTTP {response.status_code}")
+                    raise ProviderProcessingError(
+                        f"the Loki log source answered HTTP {response.status_code}", kind=SourceFailure.UNREADABLE
+                    )
                 raw = _read_body(response, deadline)
         except requests.Timeout as exc:
             raise ProviderTimeoutError(MSG_TIMEOUT) from exc
         except requests.RequestException as exc:
-            raise ProviderProcessingError("the Loki log source could not be reached") from exc
+            raise ProviderProcessingError(
+                "the Loki log source could not be reached", kind=SourceFailure.UNREACHABLE
+            ) from exc
         try:
             return json.loads(raw)
         except (ValueError, RecursionError) as exc:
-            raise ProviderProcessingError(MSG_UNREADABLE) from exc
+            raise ProviderProcessingError(MSG_UNREADABLE, kind=SourceFailure.MALFORMED) from exc
 
 
 def _read_body(response: requests.Response, deadline: Deadline) -> bytes:
@@ -193,18 +200,20 @@ def _read_body(response: requests.Response, deadline: Deadline) -> bytes:
         except urllib3.exceptions.ReadTimeoutError as exc:
             raise ProviderTimeoutError(MSG_TIMEOUT) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise ProviderProcessingError(MSG_UNREADABLE) from exc
+            raise ProviderProcessingError(MSG_UNREADABLE, kind=SourceFailure.UNREACHABLE) from exc
         if not chunk:
             return b"".join(chunks)
         size += len(chunk)
         if size > MAX_PAGE_BYTES:
-            raise ProviderProcessingError("the Loki log source answered with a page larger than 32 MiB")
+            raise ProviderProcessingError(
+                "the Loki log source answered with a page larger than 32 MiB", kind=SourceFailure.MALFORMED
+            )
         chunks.append(chunk)
 
 
 def _entries(body: Any, host_label: str) -> tuple[list[tuple[str, int, str]], int]:
     """(host, ns timestamp, line) of every entry with a host label, in time order, and the count of all entries."""
-    unreadable = ProviderProcessingError(MSG_UNREADABLE)
+    unreadable = ProviderProcessingError(MSG_UNREADABLE, kind=SourceFailure.MALFORMED)
     if not isinstance(body, dict) or body.get("status") != "success":
         raise unreadable
     data = body.get("data")
