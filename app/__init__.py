@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from flask import Flask, Response, g, request
 
+from app.jsoncodec import OrjsonProvider
 from app.logs import LOGGER
 from app.metrics import AdapterMetrics
 from app.service import AttributionService
@@ -86,6 +87,7 @@ def create_app(settings: Settings | None = None, provider: Provider | None = Non
         provider = load_provider(settings.provider, settings.options)
 
     app = Flask(__name__)
+    app.json = OrjsonProvider(app)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     logging.getLogger(LOGGER).setLevel(settings.log_level.upper())
     metrics = AdapterMetrics(app, version=__version__, provider=provider.name, provider_version=provider.version)

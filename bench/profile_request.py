@@ -85,7 +85,8 @@ def main() -> None:
     profiler.disable()
     stats = pstats.Stats(profiler)
     whole = next(
-        (v[3] for k, v in stats.stats.items() if k[2] == "wsgi_app" and k[0].endswith("flask/app.py")), None  # type: ignore[attr-defined]
+        (v[3] for k, v in stats.stats.items() if k[2] == "wsgi_app" and k[0].endswith("flask/app.py")),
+        None,  # type: ignore[attr-defined]
     )
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(args.top)
