@@ -69,14 +69,20 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=3000, help="one-node requests under the profiler")
     parser.add_argument("--provider", choices=("kernel_log", "fake"), default="kernel_log")
     parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--maximal", action="store_true", help="the maximal request (16,384 nodes, 262,144 ranks)")
     args = parser.parse_args()
     print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
     client = build_app(args.provider).test_client()
-    body = json.dumps(request_body(["worker-01"], [0])).encode()
+    if args.maximal:
+        from bench.all import maximal_body
+
+        body = maximal_body()
+    else:
+        body = json.dumps(request_body(["worker-01"], [0])).encode()
     first = client.post("/v1/attribution", data=body, content_type="application/json")
     assert first.status_code == 200, first.get_data(as_text=True)[:300]
     print("answer:", first.get_data(as_text=True)[:200])
-    for _ in range(50):  # warm-up
+    for _ in range(2 if args.maximal else 50):  # warm-up
         client.post("/v1/attribution", data=body, content_type="application/json")
     profiler = cProfile.Profile()
     profiler.enable()
