@@ -57,6 +57,8 @@ def register_request_context(app: Flask, provider_name: str) -> None:
         started = g.get("started_monotonic")
         status = response.status_code
         level = logging.ERROR if status >= 500 else logging.WARNING if status >= 400 else logging.INFO
+        if not request_log.isEnabledFor(level):  # e.g. ATTRIBUTION_LOG_LEVEL=warning and a 200: no line to build
+            return response
         request_log.log(
             level,
             "request",
