@@ -20,19 +20,29 @@ bp = Blueprint("attribution", __name__)
 _request_schema = AttributionRequestSchema()
 
 
+#: Bodies up to this size are parsed by orjson, whose duplicate-key check is a scan of the text; larger ones by
+#: the strict reader, whose hook sees every object (for a few large arrays that is the cheaper of the two).
+ORJSON_MAX_BYTES = 64 * 1024
+
+
 def _load(raw: bytes) -> dict[str, Any]:
     """The request body loaded, or RequestValidationError with every problem (a 422).
 
-    A valid request is parsed by orjson and checked in bulk (`fast_load`); anything else (bad JSON, a duplicate
-    key, any doubt about a value) is read by the strict reader and loaded through the schema, which reports it.
+    A valid request is checked in bulk (`fast_load`); anything else (bad JSON, a duplicate key, any doubt about a
+    value) is read by the strict reader and loaded through the schema, which reports it.
     """
-    payload = parse_fast(raw)
-    if type(payload) is dict:
-        data = fast_load(payload)
-        if data is not None and not has_duplicate_keys(raw, object_keys(payload)):
-            return data
+    if len(raw) <= ORJSON_MAX_BYTES:
+        payload = parse_fast(raw)
+        if type(payload) is dict:
+            data = fast_load(payload)
+            if data is not None and not has_duplicate_keys(raw, object_keys(payload)):
+                return data
+    payload = parse_json_object(raw)
+    data = fast_load(payload)
+    if data is not None:
+        return data
     try:
-        return _request_schema.load(parse_json_object(raw))
+        return _request_schema.load(payload)
     except ValidationError as exc:
         raise RequestValidationError(flatten(exc.messages)) from None
 

@@ -9,7 +9,6 @@ schema, which finds and reports every problem: every 422 comes from that path.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from marshmallow import ValidationError
@@ -33,8 +32,8 @@ assert all(f.required for f in _FAILURE.values()) and all(f.required for f in _W
 
 _NODE = _SCOPE["nodes"].inner
 _RANK = _SCOPE["ranks"].inner
-#: printable ASCII and the newline that joins the names: a name that is printable ASCII is canonical
-_PRINTABLE_LINES = re.compile(r"[\x20-\x7e\n]*")
+#: printable ASCII (space to tilde): a name of these alone, without surrounding space, is canonical
+_PRINTABLE = bytes(range(0x20, 0x7F))
 
 
 class _NotCertain(Exception):
@@ -59,9 +58,13 @@ def _nodes(values: Any) -> list[str]:
     if min(lengths) < _NODE.min_length or max(lengths) > _NODE.max_length:
         raise _NotCertain
     joined = "\n".join(values)
+    if not joined.isascii():
+        raise _NotCertain
+    encoded = joined.encode("ascii")
+    # Deleting every printable character leaves only the joining newlines: no name holds a control character
+    # (a newline of its own included).
     if (
-        joined.count("\n") != len(values) - 1  # a name with a newline of its own
-        or not _PRINTABLE_LINES.fullmatch(joined)
+        encoded.translate(None, _PRINTABLE) != b"\n" * (len(values) - 1)
         or joined[0] == " "
         or joined[-1] == " "
         or " \n" in joined

@@ -288,3 +288,21 @@ def test_the_encoder_writes_what_the_stdlib_would_read_back():
         odd = {"s": "\ud800", "n": 2**70}
         assert json.loads(app.json.dumps(odd)) == odd
         assert json.loads(app.json.response(odd).get_data()) == odd
+
+
+@pytest.mark.parametrize("duplicate", [False, True])
+def test_a_body_past_the_orjson_size_is_read_strictly(duplicate):
+    from app.attribution import ORJSON_MAX_BYTES
+
+    nodes = [f"node-{i:05d}" for i in range(ORJSON_MAX_BYTES // 12)]
+    text = json.dumps(valid_request(scope={"nodes": nodes, "ranks": []}))
+    assert len(text) > ORJSON_MAX_BYTES
+    if duplicate:
+        text = text.replace('"phase": "fast"', '"phase": "fast", "phase": "fast"', 1)
+    provider = FakeProvider(fast=echo_fast)
+    response = post(make_client(provider), text)
+    if duplicate:
+        (entry,) = check_422(response, provider, count=1)
+        assert entry["msg"] == "JSON object has a duplicate key 'phase'"
+    else:
+        assert len(check_200(response)["unattributed_targets"]) == len(nodes) - 1
