@@ -57,10 +57,11 @@ load-long: $(STAMP)
 fuzz-deep: $(STAMP)
 	ATTRIBUTION_FUZZ_EXAMPLES=2000 $(PY) -m pytest -q -W error tests/robustness/test_fuzz_openapi.py
 
-## bench: print the benchmark figures (in-process overhead, HTTP throughput vs bare Flask, concurrency, log scan, hostile callers)
+## bench: print the benchmark figures: throughput per provider vs bare Flask (wrk), the maximal request over HTTP,
+## workers' peak RSS, the provider benchmarks (bench/all.py), then the concurrency sweep. Needs wrk (apt-get install wrk).
 bench: $(STAMP)
-	$(PY) bench/overhead.py
-	$(PY) bench/http_throughput.py
+	@command -v wrk >/dev/null 2>&1 || { echo "make bench: wrk is not installed (Debian/Ubuntu: apt-get install wrk); nothing was measured" >&2; exit 1; }
+	$(PY) bench/all.py
 	$(PY) bench/concurrency.py
 	$(PY) bench/kernel_log_scan.py
 	$(PY) bench/hostile.py

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from flask import Flask, Response, g, request
 
+from app.jsoncodec import OrjsonProvider
 from app.logs import LOGGER, request_id_var
 from app.metrics import AdapterMetrics
 from app.service import AttributionService
@@ -60,6 +61,8 @@ def register_request_context(app: Flask, provider_name: str, metrics: AdapterMet
         started = g.get("started_monotonic")
         status = response.status_code
         level = logging.ERROR if status >= 500 else logging.WARNING if status >= 400 else logging.INFO
+        if not request_log.isEnabledFor(level):  # e.g. ATTRIBUTION_LOG_LEVEL=warning and a 200: no line to build
+            return response
         request_log.log(
             level,
             "request",
@@ -98,6 +101,7 @@ def create_app(settings: Settings | None = None, provider: Provider | None = Non
         provider = load_provider(settings.provider, settings.options)
 
     app = Flask(__name__)
+    app.json = OrjsonProvider(app)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     logging.getLogger(LOGGER).setLevel(settings.log_level.upper())
     metrics = AdapterMetrics(

@@ -64,6 +64,32 @@ def _target(target: object, scope_nodes: frozenset[str], what: str) -> NodeTarge
     raise ContractViolation(f"{what} is not a Target")
 
 
+_EXACT_TARGETS = frozenset({NodeTarget, AllJobResources})
+
+
+def _targets(targets: tuple | list, scope_nodes: frozenset[str]) -> tuple[NodeTarget | AllJobResources, ...]:
+    """`unattributed_targets` checked: in one bulk pass when every item is a plain target in scope (the common
+    case, up to 16,384 of them), else item by item, which names the first bad one."""
+    targets = tuple(targets)
+    if set(map(type, targets)) <= _EXACT_TARGETS and scope_nodes.issuperset(
+        [t.name for t in targets if type(t) is NodeTarget]
+    ):
+        return targets
+    return tuple(_target(t, scope_nodes, f"unattributed_targets[{i}]") for i, t in enumerate(targets))
+
+
+def _key(target: object) -> object:
+    """A hashable stand-in equal for equal targets of the two exact target types: the node name, or None."""
+    return target.name if type(target) is NodeTarget else None if type(target) is AllJobResources else target
+
+
+def _keys(targets: tuple) -> set[object] | None:
+    """The targets' `_key`s, cheaper to hash than the dataclasses; None when some target has another type."""
+    if not set(map(type, targets)) <= _EXACT_TARGETS:
+        return None
+    return {t.name if type(t) is NodeTarget else None for t in targets}
+
+
 def _evidence(item: object, what: str) -> Evidence:
     if not isinstance(item, Evidence):
         raise ContractViolation(f"{what} is not Evidence")
@@ -119,14 +145,19 @@ def check_outcome(outcome: object, scope: Scope) -> AttributionOutcome:
     ):
         raise ContractViolation("attributions and unattributed_targets must be sequences")
     findings = tuple(_finding(f, scope_nodes, f"attributions[{i}]") for i, f in enumerate(outcome.attributions))
-    unattributed = tuple(
-        _target(t, scope_nodes, f"unattributed_targets[{i}]") for i, t in enumerate(outcome.unattributed_targets)
-    )
-    if len(set(unattributed)) != len(unattributed):
-        raise ContractViolation("unattributed_targets repeats a target")
-    attributed = {f.target for f in findings}
-    if attributed & set(unattributed):
-        raise ContractViolation("a target stands in both attributions and unattributed_targets")
+    unattributed = _targets(outcome.unattributed_targets, scope_nodes)
+    keys = _keys(unattributed)
+    if keys is None:
+        distinct = set(unattributed)
+        if len(distinct) != len(unattributed):
+            raise ContractViolation("unattributed_targets repeats a target")
+        if {f.target for f in findings} & distinct:
+            raise ContractViolation("a target stands in both attributions and unattributed_targets")
+    else:
+        if len(keys) != len(unattributed):
+            raise ContractViolation("unattributed_targets repeats a target")
+        if any(_key(f.target) in keys for f in findings):
+            raise ContractViolation("a target stands in both attributions and unattributed_targets")
     error = _error(outcome.error)
     if error is not None and error.type.blocks_findings and findings:
         raise ContractViolation(f"findings beside error.type {error.type.value}")

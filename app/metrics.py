@@ -13,6 +13,7 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from flask import Flask
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -105,6 +106,8 @@ class AdapterMetrics:
         self.provider = provider
         self.provider_concurrency = provider_concurrency
         self._limit_pid = 0
+        self._call_children: dict[str, Any] = {}
+        self._request_children: dict[tuple[str, str], Any] = {}
         self._categories: set[str] = set()
         self._lock = threading.Lock()
 
@@ -132,10 +135,16 @@ class AdapterMetrics:
         self.source_failures.labels(provider=self.provider, kind=known).inc()
 
     def observe_provider_call(self, phase: str, seconds: float) -> None:
-        self.provider_calls.labels(provider=self.provider, phase=phase).observe(seconds)
+        child = self._call_children.get(phase)
+        if child is None:  # label values are bounded (two phases): each child is looked up once
+            child = self._call_children[phase] = self.provider_calls.labels(provider=self.provider, phase=phase)
+        child.observe(seconds)
 
     def observe_answer(self, phase: str, outcome: str, categories: list[str]) -> None:
-        self.requests.labels(phase=phase, outcome=outcome).inc()
+        child = self._request_children.get((phase, outcome))
+        if child is None:  # phase x outcome is a small fixed set
+            child = self._request_children[(phase, outcome)] = self.requests.labels(phase=phase, outcome=outcome)
+        child.inc()
         for category in categories:
             self.findings.labels(error_category=self._bounded(category)).inc()
 

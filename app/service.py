@@ -118,46 +118,76 @@ class AttributionService:
         with self.call_in_flight():
             return call()
 
-    def _call(
-        self, call: Callable[[], AttributionOutcome], request: AttributionRequest, deadline: Deadline
-    ) -> AttributionOutcome:
-        """The provider's answer, checked; every failure becomes a typed error. Construction failures propagate."""
+    def _run(self, call: Callable[[], AttributionOutcome], deadline: Deadline) -> AttributionOutcome:
+        """The provider's answer; _PastDeadline when the Adapter stopped waiting for it."""
+        if self.provider.keeps_deadline:
+            # The provider bounds its own work by the deadline: no hand-off to another thread.
+            return self._in_flight(call)
         # A copy of the request's context: the provider's log lines carry the request id (app.logs).
         future: Future[AttributionOutcome] = self._pool().submit(
             contextvars.copy_context().run, self._in_flight, call
         )
-        started = time.monotonic()
         try:
-            answer = future.result(timeout=deadline.remaining())
+            return future.result(timeout=deadline.remaining())
         except FutureTimeout:
             if future.done():
-                # Not our wait: the provider itself raised TimeoutError (in 3.11 the same class), a backend that
-                # did not answer in time.
-                log.warning("provider backend timed out: TimeoutError")
-                self.on_source_failure("timeout")
-                return _error(ErrorType.TIMEOUT, MSG_TIMEOUT)
+                raise  # the provider's own TimeoutError (in 3.11 the same class), handled as a backend timeout
             future.cancel()  # a call still queued never starts; one that runs goes on in the background
+            raise _PastDeadline from None
+
+    def _call(
+        self, call: Callable[[], AttributionOutcome], request: AttributionRequest, deadline: Deadline
+    ) -> AttributionOutcome:
+        """The provider's answer, checked; every failure becomes a typed error. Construction failures propagate.
+
+        Whatever the provider answered, an answer that came after the deadline is a `timeout`: the caller asked
+        for an answer within `timeout_ms`, and a late success must not look like a timely one.
+        """
+        started = time.monotonic()
+        try:
+            answer = self._run(call, deadline)
+        except _PastDeadline:
             log.warning("provider call passed timeout_ms=%d", request.timeout_ms)
             return _error(ErrorType.TIMEOUT, MSG_TIMEOUT)
         except ProviderConstructionError:
             raise
+        except TimeoutError:
+            # A builtin TimeoutError (a socket timeout, say): a backend that did not answer in time.
+            log.warning("provider backend timed out: TimeoutError")
+            self.on_source_failure("timeout")
+            return _error(ErrorType.TIMEOUT, MSG_TIMEOUT)
         except ProviderTimeoutError as exc:
             log.warning("provider backend timed out: %s", type(exc).__name__)
             self.on_source_failure(exc.kind)
             return _error(ErrorType.TIMEOUT, public_message(str(exc), MSG_TIMEOUT))
         except ProviderProcessingError as exc:
+            if deadline.expired:
+                return self._late(request)
             log.warning("provider processing failed: %s", type(exc).__name__)
             self.on_source_failure(exc.kind)
             return _error(ErrorType.SERVICE_ERROR, public_message(str(exc), MSG_PROCESSING))
         except Exception as exc:  # noqa: BLE001 - any provider failure is a typed error, never a 5xx
+            if deadline.expired:
+                return self._late(request)
             log.error("provider raised %s", type(exc).__name__, exc_info=log.isEnabledFor(logging.DEBUG))
             self.on_source_failure("other")
             return _error(ErrorType.SERVICE_ERROR, MSG_PROCESSING)
         finally:
             if self.on_provider_call is not None:
                 self.on_provider_call(request.phase.value, time.monotonic() - started)
+        if deadline.expired:
+            return self._late(request)
         try:
             return check_outcome(answer, request.scope)
         except ContractViolation as exc:
             log.warning("provider answer discarded: %s", exc)
             return _error(ErrorType.SERVICE_ERROR, MSG_VIOLATION)
+
+    @staticmethod
+    def _late(request: AttributionRequest) -> AttributionOutcome:
+        log.warning("provider answered after timeout_ms=%d; the answer is a timeout", request.timeout_ms)
+        return _error(ErrorType.TIMEOUT, MSG_TIMEOUT)
+
+
+class _PastDeadline(Exception):
+    """The deadline passed while the Adapter waited for the provider on its pool."""

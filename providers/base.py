@@ -280,6 +280,10 @@ class Provider(abc.ABC):
     name: str = "unnamed"
     #: the provider's own version, for the info metric and logs
     version: str = "0"
+    #: True only when `fast` and `slow` return (or raise) by `deadline` on their own, whatever their backend does:
+    #: the Adapter then calls them in the request's thread. Otherwise each call runs on a thread pool and the
+    #: Adapter stops waiting at the deadline. Either way an answer that arrives after the deadline is a `timeout`.
+    keeps_deadline: bool = False
 
     @abc.abstractmethod
     def fast(self, request: AttributionRequest, deadline: Deadline, trace: TraceContext | None) -> AttributionOutcome:

@@ -109,13 +109,18 @@ class ProcessFakeProvider(FakeProvider):
 
 
 #: the variables `from_options` reads, declared so that boot refuses any other `ATTRIBUTION_*` name
-SETTINGS = ("ATTRIBUTION_FAKE_DELAY_MS", "ATTRIBUTION_FAKE_CLOSE_MARKER")
+SETTINGS = ("ATTRIBUTION_FAKE_DELAY_MS", "ATTRIBUTION_FAKE_CLOSE_MARKER", "ATTRIBUTION_FAKE_KEEPS_DEADLINE")
 
 
 def from_options(options: Mapping[str, str]) -> Provider:
     """The factory gunicorn uses; `ATTRIBUTION_FAKE_DELAY_MS` makes every call wait that long, and
-    `ATTRIBUTION_FAKE_CLOSE_MARKER` names a file where `close()` notes each process that closed the provider."""
-    return ProcessFakeProvider(
+    `ATTRIBUTION_FAKE_CLOSE_MARKER` names a file where `close()` notes each process that closed the provider,
+    `ATTRIBUTION_FAKE_KEEPS_DEADLINE=1` sets `keeps_deadline`."""
+    provider = ProcessFakeProvider(
         delay_s=int(options.get("ATTRIBUTION_FAKE_DELAY_MS", "0")) / 1000.0,
         close_marker=options.get("ATTRIBUTION_FAKE_CLOSE_MARKER"),
     )
+    # `ATTRIBUTION_FAKE_KEEPS_DEADLINE=1`: the fake claims to keep the deadline, so it is called in the request's
+    # thread (its delay still ignores the deadline, which shows what happens to an answer that comes late).
+    provider.keeps_deadline = options.get("ATTRIBUTION_FAKE_KEEPS_DEADLINE") == "1"
+    return provider

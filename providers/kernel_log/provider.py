@@ -207,6 +207,9 @@ class KernelLogProvider(Provider):
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        # Local files (and epilog files) are read with a deadline check between reads: the call keeps the deadline
+        # and runs in the request's thread. Loki is a network backend: its calls go through the Adapter's pool.
+        self.keeps_deadline = isinstance(settings.source, FileSource)
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> KernelLogProvider:

@@ -1,0 +1,111 @@
+"""Profile: where one request's time goes, in process (Flask test client), under cProfile.
+
+The Adapter runs `kernel_log` on a one-line kernel log (a temporary directory) or, with `--provider fake`, the
+instant fake provider. N one-node requests (the README's request) go through `app.test_client()`; the top
+entries of the profile, sorted by cumulative time, are printed with their share of `wsgi_app`.
+
+    .venv/bin/python bench/profile_request.py [-n 3000] [--provider kernel_log|fake] [--top 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app import create_app  # noqa: E402
+from app.settings import Settings  # noqa: E402
+from bench._servers import request_body  # noqa: E402
+
+ONE_LINE = (
+    "2026-09-09T11:58:00.000000+00:00 worker-01 kernel: NVRM: Xid (PCI:0000:07:00): 79, GPU has fallen off the bus.\n"
+)
+
+
+def one_line_log_dir() -> Path:
+    """A kernel-log tree with one node and one line, as `ATTRIBUTION_KERNEL_LOG_DIR`."""
+    root = Path(tempfile.mkdtemp(prefix="bench-kernel-log-"))
+    (root / "worker-01").mkdir()
+    (root / "worker-01" / "kern.log").write_text(ONE_LINE)
+    return root
+
+
+def quiet_json_logging() -> None:
+    """The request log line at `info`, formatted as in production, written to /dev/null."""
+    import logging
+    import os
+
+    from app.logs import LOGGER, JsonFormatter
+
+    handler = logging.StreamHandler(open(os.devnull, "w"))  # noqa: SIM115 - for the process's life
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger(LOGGER)
+    logger.addHandler(handler)
+    logger.propagate = False
+
+
+def build_app(provider: str):  # noqa: ANN201 - a Flask app
+    quiet_json_logging()
+    if provider == "fake":
+        from tests.fakes import FakeProvider
+
+        return create_app(Settings(provider="fake", log_level="info"), provider=FakeProvider())
+    options = {
+        "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
+        "ATTRIBUTION_KERNEL_LOG_DIR": str(one_line_log_dir()),
+    }
+    return create_app(Settings(provider="kernel_log", log_level="info", options=options))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", type=int, default=3000, help="one-node requests under the profiler")
+    parser.add_argument("--provider", choices=("kernel_log", "fake"), default="kernel_log")
+    parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--maximal", action="store_true", help="the maximal request (16,384 nodes, 262,144 ranks)")
+    args = parser.parse_args()
+    print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
+    client = build_app(args.provider).test_client()
+    if args.maximal:
+        from bench.all import maximal_body
+
+        body = maximal_body()
+    else:
+        body = json.dumps(request_body(["worker-01"], [0])).encode()
+    first = client.post("/v1/attribution", data=body, content_type="application/json")
+    assert first.status_code == 200, first.get_data(as_text=True)[:300]
+    print("answer:", first.get_data(as_text=True)[:200])
+    for _ in range(2 if args.maximal else 50):  # warm-up
+        client.post("/v1/attribution", data=body, content_type="application/json")
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(args.n):
+        client.post("/v1/attribution", data=body, content_type="application/json")
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    whole = next(
+        (v[3] for k, v in stats.stats.items() if k[2] == "wsgi_app" and k[0].endswith("flask/app.py")),
+        None,  # type: ignore[attr-defined]
+    )
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(args.top)
+    if whole:
+        print(f"wsgi_app: {whole:.3f} s cumulative over {args.n} requests = {whole / args.n * 1e6:.0f} us a request")
+        rows = sorted(stats.stats.items(), key=lambda kv: kv[1][3], reverse=True)  # type: ignore[attr-defined]
+        print(f"{'share':>6s} {'cum s':>7s}  function")
+        for (filename, line, name), (_, _, _, cum, _) in rows[: args.top]:
+            where = filename.split("site-packages/")[-1].replace(str(Path(__file__).resolve().parents[1]) + "/", "")
+            print(f"{cum / whole:6.1%} {cum:7.3f}  {where}:{line}({name})")
+    else:
+        print(out.getvalue())
+
+
+if __name__ == "__main__":
+    main()

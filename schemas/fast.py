@@ -1,0 +1,134 @@
+"""A fast validity pre-check of a parsed request: the loaded request when every rule holds, else None.
+
+`fast_load(payload)` answers only for requests that are certainly valid, by the same rules as
+`AttributionRequestSchema.load` (each scalar goes through the very field that marshmallow would call) and with the
+same result; long node and rank lists are checked in bulk passes instead of item by item. When anything is off, or
+merely not certain (a non-ASCII node name, say), it answers None and the caller loads the payload through the
+schema, which finds and reports every problem: every 422 comes from that path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from marshmallow import ValidationError
+
+from schemas.request import AttributionRequestSchema
+
+_request = AttributionRequestSchema()
+_TOP = _request.fields
+_SCOPE = _TOP["scope"].schema.fields
+_FAILURE = _TOP["failure_context"].schema.fields
+_WORKLOAD = _TOP["workload_context"].schema.fields
+
+_TOP_REQUIRED = frozenset(name for name, f in _TOP.items() if f.required)
+_TOP_KEYS = frozenset(_TOP)
+_TOP_SCALARS = ("schema_version", "workload_id", "timeout_ms", "phase", "continue_session")
+_SCOPE_KEYS = frozenset(_SCOPE)
+_FAILURE_KEYS = frozenset(_FAILURE)
+_WORKLOAD_KEYS = frozenset(_WORKLOAD)
+assert _TOP_REQUIRED | {"continue_session"} == _TOP_KEYS
+assert all(f.required for f in _FAILURE.values()) and all(f.required for f in _WORKLOAD.values())
+
+_NODE = _SCOPE["nodes"].inner
+_RANK = _SCOPE["ranks"].inner
+#: printable ASCII (space to tilde): a name of these alone, without surrounding space, is canonical
+_PRINTABLE = bytes(range(0x20, 0x7F))
+
+
+class _NotCertain(Exception):
+    pass
+
+
+def _scalar(fields: dict[str, Any], name: str, value: Any) -> Any:
+    if value is None:
+        raise _NotCertain
+    return fields[name]._deserialize(value, name, None)
+
+
+def _nodes(values: Any) -> list[str]:
+    """Unique printable-ASCII names without surrounding space, within the length bounds, in bulk passes."""
+    if type(values) is not list or len(values) > _SCOPE["nodes"].max_items:
+        raise _NotCertain
+    if not values:
+        return []
+    if set(map(type, values)) != {str}:
+        raise _NotCertain
+    lengths = list(map(len, values))
+    if min(lengths) < _NODE.min_length or max(lengths) > _NODE.max_length:
+        raise _NotCertain
+    joined = "\n".join(values)
+    if not joined.isascii():
+        raise _NotCertain
+    encoded = joined.encode("ascii")
+    # Deleting every printable character leaves only the joining newlines: no name holds a control character
+    # (a newline of its own included).
+    if (
+        encoded.translate(None, _PRINTABLE) != b"\n" * (len(values) - 1)
+        or joined[0] == " "
+        or joined[-1] == " "
+        or " \n" in joined
+        or "\n " in joined
+    ):
+        raise _NotCertain
+    if len(set(values)) != len(values):
+        raise _NotCertain
+    return list(values)
+
+
+def _ranks(values: Any) -> list[int]:
+    """Unique JSON integers (never a bool or a float) within the bounds, in bulk passes."""
+    if type(values) is not list or len(values) > _SCOPE["ranks"].max_items:
+        raise _NotCertain
+    if not values:
+        return []
+    if set(map(type, values)) != {int}:
+        raise _NotCertain
+    if min(values) < _RANK.minimum or max(values) > _RANK.maximum or len(set(values)) != len(values):
+        raise _NotCertain
+    return list(values)
+
+
+def _object(value: Any, keys: frozenset[str], required: frozenset[str] | None = None) -> dict[str, Any]:
+    if (
+        type(value) is not dict
+        or not value.keys() <= keys
+        or not (keys if required is None else required) <= value.keys()
+    ):
+        raise _NotCertain
+    return value
+
+
+def _load(payload: Any) -> dict[str, Any]:
+    top = _object(payload, _TOP_KEYS, _TOP_REQUIRED)
+    data: dict[str, Any] = {name: _scalar(_TOP, name, top[name]) for name in _TOP_SCALARS if name in top}
+    if (data["phase"] == "slow") != ("continue_session" in data):
+        raise _NotCertain  # the session rule: required with `slow`, refused with `fast`
+
+    scope_in = _object(top["scope"], _SCOPE_KEYS, frozenset({"nodes", "ranks"}))
+    scope: dict[str, Any] = {"nodes": _nodes(scope_in["nodes"]), "ranks": _ranks(scope_in["ranks"])}
+    for name in ("start_time", "end_time"):
+        if name in scope_in:
+            scope[name] = _scalar(_SCOPE, name, scope_in[name])
+    if "start_time" in scope and "end_time" in scope and not scope["start_time"] < scope["end_time"]:
+        raise _NotCertain
+    data["scope"] = scope
+
+    failure = _object(top["failure_context"], _FAILURE_KEYS)
+    data["failure_context"] = {name: _scalar(_FAILURE, name, failure[name]) for name in _FAILURE_KEYS}
+    workload = _object(top["workload_context"], _WORKLOAD_KEYS)
+    data["workload_context"] = {name: _scalar(_WORKLOAD, name, workload[name]) for name in _WORKLOAD_KEYS}
+    return data
+
+
+def fast_load(payload: Any) -> dict[str, Any] | None:
+    """What `AttributionRequestSchema().load(payload)` returns, when the payload is certainly valid; else None."""
+    try:
+        return _load(payload)
+    except (_NotCertain, ValidationError):
+        return None
+
+
+def object_keys(payload: dict[str, Any]) -> int:
+    """How many object keys a payload that `fast_load` accepted holds (its only objects are these four)."""
+    return len(payload) + len(payload["scope"]) + len(payload["failure_context"]) + len(payload["workload_context"])
