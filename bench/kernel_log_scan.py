@@ -92,7 +92,7 @@ def generate(root: Path, nodes: int, total_bytes: int, seed: int, quiet: bool) -
     """Write the tree; return the bytes written."""
     rng = random.Random(seed)
     per_node = total_bytes // nodes
-    average = 128  # bytes of a noise line, roughly
+    average = 144  # bytes of a line, roughly (the hung-task records and systemd lines included)
     lines = max(2, per_node // average)
     step = 86400 / lines
     written = 0
