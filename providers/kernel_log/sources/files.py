@@ -457,6 +457,8 @@ _STAMP = re.compile(rb"(\d{4}-\d\d-\d\d)([T ])(\d\d:\d\d:\d\d)(?:([.,])(\d{1,6})
 #: two lines share a kernel stamp and none continues the record before it
 _BRACKET = re.compile(rb"\[ *(\d+\.\d+)\]")
 _SHAPES: dict[tuple[bytes, bytes, int, bytes], re.Pattern[bytes]] = {}
+#: shapes with the bounds of recent windows (False: a shape the window cannot be written in)
+_KNOWN: dict[tuple[object, ...], _Shape | bool] = {}
 
 
 @dataclass(frozen=True)
@@ -476,16 +478,29 @@ class _Shape:
         if m is None:
             return None
         sep, fsep, frac, offset = m.group(2), m.group(4) or b"", m.group(5) or b"", m.group(6)
+        known_key = (sep, fsep, len(frac), offset, collector.window, hi)
+        known = _KNOWN.get(known_key)
+        if known is None:
+            known = cls._make(sep, fsep, frac, offset, collector, hi)
+            if len(_KNOWN) >= 256:
+                _KNOWN.clear()
+            _KNOWN[known_key] = known
+        return known or None
+
+    @classmethod
+    def _make(
+        cls, sep: bytes, fsep: bytes, frac: bytes, offset: bytes, collector: Collector, hi: datetime
+    ) -> _Shape | bool:
         try:
             zone: tzinfo = UTC if offset in (b"Z", b"z") else _offset(offset.decode())
         except ValueError:
-            return None
+            return False
         digits = len(frac)
         keys = []
         for bound in (collector.window.start, collector.window.end, hi):
             local = bound.astimezone(zone)
             if not 1000 <= local.year <= 9999:
-                return None
+                return False
             text = f"{local:%Y-%m-%d}{sep.decode()}{local:%H:%M:%S}"
             if digits:
                 text += fsep.decode() + f"{local.microsecond:06d}"[:digits]
@@ -502,7 +517,8 @@ class _Shape:
                 rb"\n(\d{4}-\d\d-\d\d" + re.escape(sep) + rb"(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d" + fraction
                 + re.escape(offset) + rb")(?=[ \t\f\v])"
             )  # fmt: skip
-            _SHAPES[key] = pattern
+            if len(_SHAPES) < 256:
+                _SHAPES[key] = pattern
         return cls(pattern, zone, keys[0], exact, keys[1], keys[2])
 
     def count_before(self, ordered: list[bytes], low: int, high: int) -> int:
