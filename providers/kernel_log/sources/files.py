@@ -46,8 +46,9 @@ DEFAULT_COMBINED = ("kern.log", "kernel.log", "syslog", "messages", "all.log")
 
 #: files and folders whose facts are kept between requests (least recently used dropped first)
 CACHE_ENTRIES = 4096
-#: probes kept per file (each is a byte offset's first line start and time)
-CACHE_PROBES = 512
+#: probes kept per file (each a byte offset's next line start and time; a search makes about log2(size / 4 KiB), and
+#: searches for nearby windows share their first ones): with CACHE_ENTRIES the cache holds about 30 MiB at most
+CACHE_PROBES = 16
 #: a listing or a file modified less than this long ago is not cached: a change within one tick of a coarse
 #: file-system clock would leave its modification time unchanged
 CACHE_SETTLE_NS = 2_000_000_000
