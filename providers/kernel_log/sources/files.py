@@ -387,11 +387,12 @@ class _Reader:
         """The fast way through a block of one node's lines, or None when the block does not qualify.
 
         It qualifies when every line starts with a timestamp of one shape (so comparing the stamps' bytes compares
-        their times), the stamps do not go back in time, no NUL byte is present (parsing drops those), and no two
-        neighbouring lines carry the same kernel stamp `[seconds]` (so no line continues the record before it: each
-        starts its own). Then a line without a keyword is a record that is never kept, and only its time counts:
-        those are counted by bisecting the stamps. The first and the last line, keyword lines and the lines from the
-        first one past the reading bound on are fed one by one, so the state left for the next block is exact.
+        their times), the stamps do not go back in time and no NUL or non-ASCII byte is present (parsing drops or
+        reads those differently). A line whose `[seconds]` values occur nowhere else in the block shares its kernel
+        stamp with no other line, so it neither continues a record nor is continued: it starts a record of its own,
+        which is never kept when it holds no keyword, and only its time counts. Those lines are counted by bisecting
+        the stamps. The first and the last line, keyword lines, lines holding a repeated `[seconds]` value and the
+        lines from the first one past the reading bound on are fed one by one, so the state left is exact.
         """
         shape = self._shape
         if shape is None:
@@ -406,9 +407,6 @@ class _Reader:
         n = len(ordered)
         if n < 3 or n != view.count(b"\n"):
             return None
-        brackets = _BRACKET.findall(view)
-        if len(set(brackets)) != len(brackets):
-            return None  # a `[seconds]` value repeats: two lines may share a kernel stamp (a record of several lines)
         if ordered != sorted(ordered) or not shape.valid_days(ordered):
             return None
         lines = view[:-1].split(b"\n")
@@ -418,6 +416,11 @@ class _Reader:
             return True
         stop = bisect_right(ordered, shape.hi_key, 1, n - 1)  # lines [1, stop) are not past the reading bound
         marked = _keyword_lines(view)
+        brackets = _BRACKET.findall(view)
+        if len(set(brackets)) != len(brackets):
+            # A `[seconds]` value repeats: lines holding it may share a kernel stamp (a record of several lines),
+            # so they are fed one by one too; every other line's kernel stamp is its own.
+            marked = sorted(set(marked).union(_repeated_lines(view, brackets)))
         self.nodes_seen.add(node)
         low = 1
         for k in [*(i for i in marked if 1 <= i < stop), stop]:
@@ -542,6 +545,15 @@ class _Shape:
             if not 1 < value.year < 9999:
                 return False
         return True
+
+
+def _repeated_lines(view: bytes, brackets: list[bytes]) -> set[int]:
+    """The indexes of the lines of `view` holding a `[seconds]` value found more than once in it."""
+    seen: set[bytes] = set()
+    repeated: set[bytes] = set()
+    for value in brackets:
+        (repeated if value in seen else seen).add(value)
+    return {view.count(b"\n", 0, m.start()) for m in _BRACKET.finditer(view) if m.group(1) in repeated}
 
 
 def _keyword_lines(view: bytes) -> list[int]:
