@@ -1,20 +1,41 @@
-"""Benchmark: the kernel_log `files` source on a generated day of logs versus `grep -c NVRM` over the same files."""
+"""Benchmark: one kernel_log `fast` request (`files` source) over a generated day of logs versus `grep -rc NVRM`.
+
+The tree (`<tmp>/<host>/kern.log.1` for 00-12h, `<host>/kern.log` for 12-24h, RSYSLOG_FileFormat) holds realistic
+kernel noise -- network, storage, audit, firmware-tracer lines, now and then a several-line record (a hung-task
+report repeating its kernel stamp) and a rare driver banner (`NVRM: loading NVIDIA UNIX ...`) -- plus a few GPU events
+around the request's failure time: an Xid 79 on one host, an Xid 13 on another, a corrected PCIe AER error on a
+third. The quiet variant has no GPU event at all. Files get their last line's time as modification time, as a
+finished day of logs has. The tree is removed afterwards.
+
+Figures (each on one line): the request's wall time with a cold provider cache (a new provider per run; the OS page
+cache is warm, as it is for grep) and with a warm one (the same provider again), as the median of N runs;
+`grep -rc NVRM` over the same tree run as a subprocess in the same run (median of N); their ratio; the bytes the
+request read (from /proc/self/io: rchar, and read_bytes from storage); the process's peak RSS.
+
+    python bench/kernel_log_scan.py [--nodes 64] [--total-mib 288] [--repeat 7] [--quick]
+    python -m bench.kernel_log_scan --quick
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
+import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from providers.base import (  # noqa: E402 - after the path tweak that lets the script run from anywhere
+    AttributionOutcome,
     AttributionRequest,
     Deadline,
     FailureContext,
@@ -23,16 +44,40 @@ from providers.base import (  # noqa: E402 - after the path tweak that lets the 
     WorkloadContext,
 )
 from providers.kernel_log import KernelLogProvider  # noqa: E402
-from providers.kernel_log.provider import attribute, fast_window  # noqa: E402
 
 DAY = datetime(2026, 9, 9, tzinfo=UTC)
 DETECTED = DAY + timedelta(hours=18)
-MESSAGES = (
+MIB = 1024 * 1024
+NOISE = (
     "IPv6: ADDRCONF(NETDEV_CHANGE): ib0: link becomes ready",
     "mlx5_core 0000:0c:00.0: mlx5_fw_tracer_handle_traces:751:(pid 1824): FW tracer rotated log buffer",
     "EXT4-fs (nvme0n1p2): re-mounted. Opts: errors=remount-ro. Quota mode: none.",
     'audit: type=1400 audit(1788954002.116:412): apparmor="STATUS" operation="profile_replace" name="nvidia_modprobe"',
-    "NVRM: GPU at PCI:0000:91:00: GPU-6a3c5e4b-1f2d-4c7e-9a8b-2d1e0f3c4b5a",
+    "nfs: server storage-07 not responding, still trying",
+    "nfs: server storage-07 OK",
+    "perf: interrupt took too long (2502 > 2500), lowering kernel.perf_event_max_sample_rate to 79800",
+    "TCP: request_sock_TCP: Possible SYN flooding on port 8080. Sending cookies.  Check SNMP counters.",
+)
+HUNG_TASK = (
+    "INFO: task kworker/u256:3:81234 blocked for more than 122 seconds.",
+    '"echo 0 > /proc/sys/kernel/hung_task_timeout_secs" disables this message.',
+    "task:kworker/u256:3 state:D stack:0 pid:81234 ppid:2 flags:0x00004000",
+)
+BANNER = "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024"
+#: (host index, seconds before the failure, message): the events of the busy variant
+EVENTS = (
+    (7, 120.0, "NVRM: Xid (PCI:0000:91:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."),
+    (
+        19,
+        300.0,
+        "NVRM: Xid (PCI:0000:38:00): 13, pid=2291, name=python3, Graphics SM Warp Exception on (GPC 9, "
+        "TPC 1, SM 1): Out Of Range Address",
+    ),  # fmt: skip
+    (
+        33,
+        500.0,
+        "pcieport 0000:00:01.0: AER: PCIe Bus Error: severity=Corrected, type=Physical Layer, (Receiver ID)",
+    ),  # fmt: skip
 )
 
 
@@ -43,95 +88,149 @@ def _stamp(seconds: float) -> str:
     return f"2026-09-09T{h:02d}:{m:02d}:{s:02d}.{int((seconds - whole) * 1e6):06d}+00:00"
 
 
-def generate(root: Path, nodes: int, total_bytes: int, seed: int) -> int:
-    """Write `<root>/<host>/kern.log.1` (00-12h) and `kern.log` (12-24h) per host; return the bytes written."""
+def generate(root: Path, nodes: int, total_bytes: int, seed: int, quiet: bool) -> int:
+    """Write the tree; return the bytes written."""
     rng = random.Random(seed)
     per_node = total_bytes // nodes
-    sample = sum(len(f"{_stamp(0)} worker-000 kernel: [680111.646286] {m}\n") for m in MESSAGES) // len(MESSAGES)
-    lines = max(2, per_node // sample)
+    average = 144  # bytes of a line, roughly (the hung-task records and systemd lines included)
+    lines = max(2, per_node // average)
     step = 86400 / lines
     written = 0
+    events = {} if quiet else {host: (18 * 3600 - before, msg) for host, before, msg in EVENTS}
     for n in range(nodes):
         host = f"worker-{n:03d}"
         folder = root / host
         folder.mkdir(parents=True)
-        halves = {"kern.log.1": [], "kern.log": []}
+        halves: dict[str, list[str]] = {"kern.log.1": [], "kern.log": []}
+        event = events.get(n)
+        t = 0.0
         for i in range(lines):
             t = i * step + rng.random() * step * 0.5
-            name = "kern.log.1" if t < 43200 else "kern.log"
-            msg = MESSAGES[i % len(MESSAGES)]
-            halves[name].append(f"{_stamp(t)} {host} kernel: [{600000 + t:.6f}] {msg}\n")
-        if n == 7:  # one node loses a GPU two minutes before the failure
-            t = 18 * 3600 - 120.0
-            halves["kern.log"].append(
-                f"{_stamp(t)} {host} kernel: [{600000 + t:.6f}] NVRM: Xid (PCI:0000:91:00): 79, pid='<unknown>', "
-                "name=<unknown>, GPU has fallen off the bus.\n"
-            )
-            halves["kern.log"].sort()
+            half = halves["kern.log.1" if t < 43200 else "kern.log"]
+            if event is not None and event[0] <= t:
+                half.append(f"{_stamp(event[0])} {host} kernel: [{600000 + event[0]:.6f}] {event[1]}")
+                event = None
+            prefix = f"{_stamp(t)} {host} kernel: [{600000 + t:.6f}] "
+            roll = rng.random()
+            if roll < 0.0005:
+                half.extend(prefix + part for part in HUNG_TASK)  # one record, its kernel stamp repeated
+            elif roll < 0.0006:
+                half.append(prefix + BANNER)
+            elif roll < 0.02:
+                half.append(f"{_stamp(t)} {host} systemd[1]: Started session-{i}.scope - Session {i} of user slurm.")
+            else:
+                half.append(prefix + NOISE[rng.randrange(len(NOISE))])
         for name, chunk in halves.items():
-            data = "".join(chunk).encode()
-            (folder / name).write_bytes(data)
+            data = ("\n".join(chunk) + "\n").encode()
+            path = folder / name
+            path.write_bytes(data)
             written += len(data)
+            last = (DAY + timedelta(seconds=t if name == "kern.log" else 43200)).timestamp()
+            os.utime(path, (last, last))
+        os.utime(folder, (DAY.timestamp() + 86400, DAY.timestamp() + 86400))
+    os.utime(root, (DAY.timestamp() + 86400, DAY.timestamp() + 86400))
     return written
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--nodes", type=int, default=256, help="hosts in the tree and in the request's scope")
-    parser.add_argument("--total-mib", type=int, default=1024, help="total size of the generated day of logs")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--keep", action="store_true", help="keep the generated tree (its path is printed)")
-    args = parser.parse_args()
+def _io() -> tuple[int, int]:
+    """(rchar, read_bytes) of this process so far; zeros where /proc/self/io is missing."""
+    try:
+        fields = dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())
+    except OSError:
+        return 0, 0
+    return int(fields["rchar"]), int(fields["read_bytes"])
 
+
+def _provider(root: Path) -> KernelLogProvider:
+    return KernelLogProvider.from_options(
+        {
+            "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
+            "ATTRIBUTION_KERNEL_LOG_DIR": str(root),
+            # a 15-minute window: 13 minutes before the failure, 2 after
+            "ATTRIBUTION_KERNEL_LOG_LOOKBACK_SECONDS": "780",
+            "ATTRIBUTION_KERNEL_LOG_GRACE_SECONDS": "120",
+        }
+    )
+
+
+def _request(nodes: tuple[str, ...]) -> AttributionRequest:
+    return AttributionRequest(
+        workload_id="bench",
+        scope=Scope(nodes=nodes, ranks=()),
+        failure_context=FailureContext(detected_at=DETECTED, detection_signal="application_error"),
+        timeout_ms=300000,
+        workload_context=WorkloadContext(workflow_id="bench", attempt_index=0),
+        phase=Phase.FAST,
+    )
+
+
+def _timed(call: Callable[[], AttributionOutcome]) -> tuple[float, int, int, AttributionOutcome]:
+    rchar, read_bytes = _io()
+    t0 = time.perf_counter()
+    outcome = call()
+    elapsed = time.perf_counter() - t0
+    rchar2, read_bytes2 = _io()
+    return elapsed, rchar2 - rchar, read_bytes2 - read_bytes, outcome
+
+
+def run(label: str, nodes: int, total_mib: int, repeat: int, seed: int, quiet: bool) -> None:
     root = Path(tempfile.mkdtemp(prefix="kernel-log-bench-"))
     try:
         t0 = time.perf_counter()
-        total = generate(root, args.nodes, args.total_mib * 1024 * 1024, args.seed)
-        print(f"generated {args.nodes} hosts, {total / 2**20:.1f} MiB in {time.perf_counter() - t0:.1f} s at {root}")
+        total = generate(root, nodes, total_mib * MIB, seed, quiet)
+        print(f"[{label}] tree: {nodes} hosts, {total / MIB:.1f} MiB, generated in {time.perf_counter() - t0:.1f} s")
+        names = tuple(f"worker-{n:03d}" for n in range(nodes))
+        request = _request(names)
 
-        provider = KernelLogProvider.from_options(
-            {
-                "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
-                "ATTRIBUTION_KERNEL_LOG_DIR": str(root),
-                # a 15-minute window: 13 minutes before the failure, 2 after
-                "ATTRIBUTION_KERNEL_LOG_LOOKBACK_SECONDS": "780",
-                "ATTRIBUTION_KERNEL_LOG_GRACE_SECONDS": "120",
-            }
-        )
-        nodes = tuple(f"worker-{n:03d}" for n in range(args.nodes))
-        request = AttributionRequest(
-            workload_id="bench",
-            scope=Scope(nodes=nodes, ranks=()),
-            failure_context=FailureContext(detected_at=DETECTED, detection_signal="application_error"),
-            timeout_ms=300000,
-            workload_context=WorkloadContext(workflow_id="bench", attempt_index=0),
-            phase=Phase.FAST,
-        )
-        window = fast_window(request, timedelta(seconds=780), timedelta(seconds=120))
-        assert window is not None
-        t0 = time.perf_counter()
-        # What `fast` does, split so the bytes read can be shown.
-        collector = provider.collect(list(nodes), window, Deadline.after_ms(300000), None)
-        outcome = attribute(list(nodes), collector, provider.settings.max_evidence, "syslog")
-        provider_s = time.perf_counter() - t0
-        findings = [(getattr(f.target, "name", "job"), f.error_category) for f in outcome.attributions]
+        cold = []
+        for _ in range(repeat):
+            provider = _provider(root)
+            cold.append(_timed(lambda p=provider: p.fast(request, Deadline.after_ms(300000), None)))  # type: ignore[misc]
+        provider = _provider(root)
+        provider.fast(request, Deadline.after_ms(300000), None)
+        warm = [_timed(lambda: provider.fast(request, Deadline.after_ms(300000), None)) for _ in range(repeat)]
 
-        t0 = time.perf_counter()
-        grep = subprocess.run(["grep", "-rc", "NVRM", str(root)], capture_output=True, text=True, check=False)
-        grep_s = time.perf_counter() - t0
-        nvrm = sum(int(line.rsplit(":", 1)[1]) for line in grep.stdout.splitlines() if line)
+        grep_times = []
+        nvrm = 0
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            done = subprocess.run(["grep", "-rc", "NVRM", str(root)], capture_output=True, text=True, check=False)
+            grep_times.append(time.perf_counter() - t0)
+            nvrm = sum(int(line.rsplit(":", 1)[1]) for line in done.stdout.splitlines() if line)
 
-        print(f"window: {window.start:%H:%M:%S}..{window.end:%H:%M:%S} UTC, {len(nodes)} nodes")
-        print(f"provider: {provider_s:.3f} s, {collector.bytes_read / 2**20:.2f} MiB read, findings {findings}")
-        print(f"grep -rc NVRM: {grep_s:.3f} s, {total / 2**20:.2f} MiB read, {nvrm} NVRM lines")
-        print(
-            f"ratio grep/provider: time {grep_s / provider_s:.1f}x, bytes {total / max(1, collector.bytes_read):.1f}x"
-        )
+        outcome = warm[-1][3]
+        findings = sorted((getattr(f.target, "name", "job"), f.error_category) for f in outcome.attributions)
+        cold_s = statistics.median(r[0] for r in cold)
+        warm_s = statistics.median(r[0] for r in warm)
+        grep_s = statistics.median(grep_times)
+        error = outcome.error.type.value if outcome.error else None
+        print(f"[{label}] answer: {len(findings)} finding(s) {findings}, "
+              f"{len(outcome.unattributed_targets)} unattributed, error {error}")  # fmt: skip
+        print(f"[{label}] provider fast request, cold cache: {cold_s * 1000:.1f} ms (median of {repeat})")
+        print(f"[{label}] provider fast request, warm cache: {warm_s * 1000:.1f} ms (median of {repeat})")
+        print(f"[{label}] grep -rc NVRM over the tree: {grep_s * 1000:.1f} ms (median of {repeat}), {nvrm} lines")
+        print(f"[{label}] ratio provider/grep: cold {cold_s / grep_s:.3f}x, warm {warm_s / grep_s:.3f}x")
+        print(f"[{label}] bytes read per request: cold {statistics.median(r[1] for r in cold) / MIB:.2f} MiB, "
+              f"warm {statistics.median(r[1] for r in warm) / MIB:.2f} MiB (rchar; tree {total / MIB:.1f} MiB), "
+              f"from storage {max(r[2] for r in cold + warm) / MIB:.2f} MiB (read_bytes)")  # fmt: skip
     finally:
-        if args.keep:
-            print(f"kept {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=64, help="hosts in the tree and in the request's scope")
+    parser.add_argument("--total-mib", type=int, default=288, help="total size of the generated day of logs")
+    parser.add_argument("--repeat", type=int, default=7, help="runs of each measurement (the median is printed)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--quick", action="store_true", help="a small tree and 3 runs (16 hosts, 32 MiB)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.nodes, args.total_mib, args.repeat = 16, 32, 3
+    run("busy", args.nodes, args.total_mib, args.repeat, args.seed, quiet=False)
+    run("quiet", args.nodes, args.total_mib, args.repeat, args.seed, quiet=True)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"peak RSS of the benchmark process: {peak / 1024:.1f} MiB")
 
 
 if __name__ == "__main__":

@@ -20,8 +20,15 @@ from providers.kernel_log.parse import (
 #: the syslog tag / APP-NAME of kernel lines; other programs' lines are never classified (anyone can `logger`
 #: a fake "NVRM: Xid" line from user space)
 KERNEL_TAG = "kernel"
-#: a record holds one of these or it cannot be a GPU, NVSwitch or PCIe event; others are counted, not kept
+#: a record holds one of these or it cannot be a GPU, NVSwitch or PCIe event; others are counted, not kept.
+#: Every decode rule (decode.py) matches text holding one of them: Xid and the GPU messages `NVRM: ...`, NVSwitch
+#: `SXid (PCI:...)`, PCIe AER `PCIe Bus Error: severity=...`, GSP RPC timeouts `... GSP!`. The one list: the byte
+#: prefilter the file source runs before parsing (KEYWORD_BYTES) is built from it; append here, nowhere else.
 KEYWORDS = ("NVRM", "SXid", "PCIe Bus Error", "GSP")
+
+
+#: the byte prefilter built from KEYWORDS (UTF-8): a raw line holding none of these cannot make a record kept
+KEYWORD_BYTES = tuple(k.encode() for k in KEYWORDS)
 
 
 @dataclass(frozen=True)
@@ -87,6 +94,16 @@ class Collector:
         if parsed.tag is not None and parsed.tag.lower() != KERNEL_TAG:
             return
         self._open[key] = new_record(parsed, raw)
+
+    def add_heads(self, node: str, before: int, inside: int, after: int) -> None:
+        """Count lines of `node` that each start a record holding no keyword: `before`, `inside` and `after` the
+        window. The same as feeding them one by one through add_parsed, for lines known not to continue a record."""
+        if before:
+            self.seen_before.add(node)
+        if inside:
+            self.lines_in_window[node] = self.lines_in_window.get(node, 0) + inside
+        if after:
+            self.seen_after.add(node)
 
     def add_continuation(self, node: str, text: str, origin: str | None = None) -> None:
         """Take a line with no stamp that continues the previous line of the same origin (dmesg, journalctl)."""

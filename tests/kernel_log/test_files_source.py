@@ -1,5 +1,7 @@
 """The `files` source: layout, rotation, binary search by byte offset, failures."""
 
+import os
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -174,3 +176,41 @@ def test_end_to_end_per_host_file_finding(files_provider, tmp_path: Path) -> Non
     outcome = files_provider().fast(make_request(["worker-01"]), deadline(), None)
     assert [f.target for f in outcome.attributions] == [NodeTarget("worker-01")]
     assert outcome.attributions[0].evidence[0].source == "syslog"
+
+
+def _settle(*paths: Path, seconds_ago: float = 3600) -> None:
+    """Give files and folders a modification time in the past, as logs not written this very second have."""
+    when = time.time() - seconds_ago
+    for path in paths:
+        os.utime(path, (when, when))
+
+
+def test_a_host_added_after_a_request_is_found_on_the_next(tmp_path: Path) -> None:
+    write_lines(tmp_path / "worker-01" / "kern.log", [rsyslog(at(-1), "worker-01", xid(48))])
+    _settle(tmp_path / "worker-01" / "kern.log", tmp_path / "worker-01", tmp_path, seconds_ago=7200)
+    source = FileSource(tmp_path)
+    nodes = ["worker-01", "worker-02"]
+    first = Collector(nodes, WINDOW)
+    source.scan(first, deadline(), None)
+    assert sorted(first.records) == ["worker-01"]
+    write_lines(tmp_path / "worker-02.log", [rsyslog(at(-2), "worker-02", xid(79))])
+    _settle(tmp_path / "worker-02.log", tmp_path)  # the folder changed: its listing is taken again
+    second = Collector(nodes, WINDOW)
+    source.scan(second, deadline(), None)
+    assert sorted((e.host, e.code) for e in decoded_events(second)) == [("worker-01", 48), ("worker-02", 79)]
+
+
+def test_unknown_format_is_reported_on_every_request_with_a_warm_cache(tmp_path: Path, caplog) -> None:
+    write_lines(tmp_path / "worker-01.log", ["plain dmesg has no time", "[   12.345678] NVRM: Xid 79"])
+    write_lines(tmp_path / "worker-02.log.gz", ["not a known format"], gz=True)
+    _settle(tmp_path / "worker-01.log", tmp_path / "worker-02.log.gz", tmp_path)
+    source = FileSource(tmp_path)
+    for _ in range(2):
+        caplog.clear()
+        c = Collector(["worker-01", "worker-02"], WINDOW)
+        with caplog.at_level("WARNING", logger="attribution_adapter.kernel_log"):
+            source.scan(c, deadline(), None)
+        assert c.unreadable_nodes == {"worker-01", "worker-02"}
+        messages = [r.getMessage() for r in caplog.records]
+        assert any("worker-01.log" in m and "first unreadable line 1" in m for m in messages)
+        assert any("worker-02.log.gz" in m and "first unreadable line 1" in m for m in messages)

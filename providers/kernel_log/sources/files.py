@@ -1,4 +1,11 @@
-"""The `files` source: a central rsyslog server's directory, read by binary search on byte offsets."""
+"""The `files` source: a central rsyslog server's directory, read by binary search on byte offsets.
+
+A request's cost follows its window: a file is found by a binary search on its lines' times, and inside the window
+the lines of a host's file that carry one timestamp shape, hold no keyword (collect.KEYWORDS) and share their kernel
+stamp with no other line are counted from their timestamps alone; only the other lines go through the line parser.
+Directory listings and what the search learnt about a file are kept between requests, keyed by the file's identity
+(device, inode, size, modification time), so a request over unchanged logs re-reads little more than its window.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +13,14 @@ import gzip
 import logging
 import os
 import re
+import threading
+import time
 import zlib
+from bisect import bisect_left, bisect_right
+from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from pathlib import Path
 from typing import BinaryIO
 
@@ -21,7 +32,7 @@ from providers.base import (
     TraceContext,
     shifted,
 )
-from providers.kernel_log.collect import Collector
+from providers.kernel_log.collect import KEYWORD_BYTES, Collector
 from providers.kernel_log.parse import TimeContext, is_continuation, line_time, parse_line
 
 log = logging.getLogger("attribution_adapter.kernel_log")
@@ -39,6 +50,15 @@ READ_CHUNK = 16 * 1024
 MAX_LINE = 1024 * 1024
 #: default base names of files that hold many hosts
 DEFAULT_COMBINED = ("kern.log", "kernel.log", "syslog", "messages", "all.log")
+
+#: files and folders whose facts are kept between requests (least recently used dropped first)
+CACHE_ENTRIES = 4096
+#: probes kept per file (each a byte offset's next line start and time; a search makes about log2(size / 4 KiB), and
+#: searches for nearby windows share their first ones): with CACHE_ENTRIES the cache holds about 30 MiB at most
+CACHE_PROBES = 16
+#: a listing or a file modified less than this long ago is not cached: a change within one tick of a coarse
+#: file-system clock would leave its modification time unchanged
+CACHE_SETTLE_NS = 2_000_000_000
 
 # `<base>` with an optional rotation suffix: `.N`, `-YYYYMMDD` (logrotate dateext), then `.gz`.
 _ROTATED = re.compile(r"^(?P<base>.+?)(?:\.(?P<num>\d+)|-(?P<date>\d{8}))?(?P<gz>\.gz)?$")
@@ -101,14 +121,92 @@ class _Counter:
         return self._raw.tell()
 
 
+@dataclass
+class FileFacts:
+    """What reading one file taught, valid while its identity is unchanged: the search's probes, a gzip head."""
+
+    #: (offset, end) -> (line start, its time, the TimeContext the time depends on or None when it depends on none)
+    probes: dict[tuple[int, int], tuple[int, datetime | None, TimeContext | None]] = field(default_factory=dict)
+    #: a gzip file's first time (or UnknownFormat's line number) and the TimeContext it depends on
+    gz_first: tuple[datetime | None, int | None, TimeContext | None] | None = None
+
+
+class FactCache:
+    """Directory listings and FileFacts between requests, least recently used dropped first; thread-safe."""
+
+    def __init__(self, entries: int = CACHE_ENTRIES) -> None:
+        self.entries = entries
+        self._items: OrderedDict[tuple[str, str], tuple[tuple[int, ...], object]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _get(self, key: tuple[str, str], sig: tuple[int, ...]) -> object | None:
+        with self._lock:
+            item = self._items.get(key)
+            if item is None or item[0] != sig:
+                return None
+            self._items.move_to_end(key)
+            return item[1]
+
+    def _put(self, key: tuple[str, str], sig: tuple[int, ...], mtime_ns: int, value: object) -> None:
+        if self.entries <= 0 or time.time_ns() - mtime_ns < CACHE_SETTLE_NS:
+            return
+        with self._lock:
+            self._items[key] = (sig, value)
+            self._items.move_to_end(key)
+            while len(self._items) > self.entries:
+                self._items.popitem(last=False)
+
+    def listing(self, path: str, strict: bool) -> list[tuple[str, str, bool, bool]]:
+        """(name, path, is_dir, is_file) of a directory's entries; `strict`: an entry that cannot be typed raises
+        OSError, else it is left out. Kept while the directory's own modification time and inode stay."""
+        st = os.stat(path)
+        sig = (st.st_dev, st.st_ino, st.st_mtime_ns, int(strict))
+        cached = self._get(("dir", path), sig)
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        out: list[tuple[str, str, bool, bool]] = []
+        links = False
+        with os.scandir(path) as it:
+            for entry in it:
+                try:
+                    links = links or entry.is_symlink()
+                    out.append((entry.name, entry.path, entry.is_dir(), entry.is_file()))
+                except OSError:
+                    if strict:
+                        raise
+        if not links:  # a link's target can change without the directory changing
+            self._put(("dir", path), sig, st.st_mtime_ns, out)
+        return out
+
+    def facts(self, path: str, st: os.stat_result) -> FileFacts:
+        """The facts of the file `path` opened with status `st` (fresh ones when it changed or is new)."""
+        sig = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        cached = self._get(("file", path), sig)
+        if isinstance(cached, FileFacts):
+            return cached
+        facts = FileFacts()
+        self._put(("file", path), sig, st.st_mtime_ns, facts)
+        return facts
+
+
 class FileSource:
     """Reads `<dir>/<host>/*`, `<dir>/<host>[.log]*` and combined files such as `<dir>/kern.log*`."""
 
     evidence_source = "syslog"
 
-    def __init__(self, root: Path, combined: tuple[str, ...] = DEFAULT_COMBINED) -> None:
+    def __init__(
+        self,
+        root: Path,
+        combined: tuple[str, ...] = DEFAULT_COMBINED,
+        cache_entries: int = CACHE_ENTRIES,
+        by_stamps: bool = True,
+    ) -> None:
         self.root = root
         self.combined = frozenset(combined)
+        #: listings and per-file facts kept between requests (0 entries: nothing kept)
+        self.cache = FactCache(cache_entries)
+        #: count blocks of plain noise lines from their timestamps (False: parse every line of the window)
+        self.by_stamps = by_stamps
 
     # ------------------------------------------------------------ layout
 
@@ -116,32 +214,27 @@ class FileSource:
         """The rotation groups to read: (forced node or None for combined files, files newest first)."""
         groups: dict[tuple[str, str | None, str], list[LogFile]] = {}
         try:
-            entries = list(os.scandir(self.root))
+            entries = self.cache.listing(str(self.root), strict=False)
         except OSError as exc:
             raise ProviderProcessingError(
                 "the kernel log directory could not be read", kind=SourceFailure.UNREADABLE
             ) from exc
-        for entry in entries:
-            try:
-                is_dir = entry.is_dir()
-                is_file = entry.is_file()
-            except OSError:
-                continue
+        for name, path, is_dir, is_file in entries:
             if is_dir:
-                node = collector.node_for(entry.name)
+                node = collector.node_for(name)
                 if node is None:
                     continue  # a host outside the scope: never opened
                 try:
-                    inner = [sub for sub in os.scandir(entry.path) if sub.is_file()]
+                    inner = [sub for sub in self.cache.listing(path, strict=True) if sub[3]]
                 except OSError:
-                    log.warning("kernel log folder %s could not be read; skipped", entry.name)
+                    log.warning("kernel log folder %s could not be read; skipped", name)
                     collector.mark_unreadable(node)
                     continue
-                for sub in inner:
-                    base, gz, order = _rotation(sub.name)
-                    groups.setdefault((entry.name, node, base), []).append(LogFile(Path(sub.path), gz, order))
+                for sub_name, sub_path, _, _ in inner:
+                    base, gz, order = _rotation(sub_name)
+                    groups.setdefault((name, node, base), []).append(LogFile(Path(sub_path), gz, order))
             elif is_file:
-                base, gz, order = _rotation(entry.name)
+                base, gz, order = _rotation(name)
                 if base in self.combined:
                     node = None
                 else:
@@ -149,7 +242,7 @@ class FileSource:
                     node = collector.node_for(stem)
                     if node is None:
                         continue
-                groups.setdefault(("", node, base), []).append(LogFile(Path(entry.path), gz, order))
+                groups.setdefault(("", node, base), []).append(LogFile(Path(path), gz, order))
         return [
             (node, sorted(files, key=lambda f: f.order))
             for (_, node, _), files in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][2]))
@@ -181,11 +274,13 @@ class FileSource:
             if newer_first is not None and newer_first < lo:
                 break  # everything in this and older files precedes the newer file's first line
             reader = _Reader(collector, node, log_file.path.relative_to(self.root).as_posix(), hi, deadline)
+            if not self.by_stamps:
+                reader._shape = False
             try:
                 if log_file.gz:
-                    newer_first = reader.read_gz(log_file.path, lo)
+                    newer_first = reader.read_gz(log_file.path, lo, self.cache)
                 else:
-                    newer_first = reader.read_plain(log_file.path, lo)
+                    newer_first = reader.read_plain(log_file.path, lo, self.cache)
             except UnknownFormat as exc:
                 log.warning(
                     "kernel log file %s has no line in a known format (first unreadable line %d); skipped",
@@ -215,30 +310,47 @@ class _Reader:
         self.ctx: TimeContext = collector.time_context
         self.previous: tuple[str, object] | None = None  # (node, parsed) of the last stamped line
         self.nodes_seen: set[str] = set()
+        #: the timestamp shape of the file's blocks and its window bounds (None: none tried yet; False: unusable)
+        self._shape: _Shape | None | bool = None
 
     def close(self) -> None:
         for node in self.nodes_seen:
             self.collector.end_origin(node, self.origin)
 
-    def read_gz(self, path: Path, lo: datetime) -> datetime | None:
+    def read_gz(self, path: Path, lo: datetime, cache: FactCache) -> datetime | None:
         # A gzip stream cannot seek: look at its first line, skip it when it starts after the window, else
         # stream it from the top and stop past the window's end.
         with path.open("rb") as raw:
-            first = _first_time(gzip.GzipFile(fileobj=_Counter(raw, self.collector), mode="rb"), self.ctx)  # type: ignore[arg-type]
-        if first is not None and first > self.hi:
-            return first
-        with path.open("rb") as raw:
+            facts = cache.facts(str(path), os.fstat(raw.fileno()))
+            known = facts.gz_first
+            if known is not None and (known[2] is None or known[2] == self.ctx):
+                first, unknown, _ = known
+            else:
+                stream = gzip.GzipFile(fileobj=_Counter(raw, self.collector), mode="rb")  # type: ignore[arg-type]
+                try:
+                    first, free = _first_time(stream, self.ctx)
+                    unknown = None
+                except UnknownFormat as exc:
+                    first, free, unknown = None, False, exc.line_no
+                facts.gz_first = (first, unknown, None if free else self.ctx)
+            if unknown is not None:
+                raise UnknownFormat(unknown)
+            if first is not None and first > self.hi:
+                return first
+            raw.seek(0)
             stream = gzip.GzipFile(fileobj=_Counter(raw, self.collector), mode="rb")  # type: ignore[arg-type]
             self.forward(_chunks(stream))
         return first
 
-    def read_plain(self, path: Path, lo: datetime) -> datetime | None:
+    def read_plain(self, path: Path, lo: datetime, cache: FactCache) -> datetime | None:
         with path.open("rb") as raw:
             f = _Counter(raw, self.collector)
-            size = os.fstat(raw.fileno()).st_size
+            st = os.fstat(raw.fileno())
+            size = st.st_size
             if size == 0:
                 return None
-            _, first = _probe(f, 0, size, self.ctx)
+            facts = cache.facts(str(path), st)
+            _, first = _probe_known(f, 0, size, self.ctx, facts)
             if first is None:
                 line_no = _first_unreadable(f)
                 if line_no is None:
@@ -246,7 +358,7 @@ class _Reader:
                 raise UnknownFormat(line_no)
             if first > self.hi:
                 return first
-            offset = _search(f, size, lo, self.deadline, self.ctx)
+            offset = _search(f, size, lo, self.deadline, self.ctx, facts)
             f.seek(offset)
             self.forward(_chunks(f))
         return first
@@ -256,16 +368,83 @@ class _Reader:
         rest = b""
         for chunk in chunks:
             _check(self.deadline)
-            rest += chunk
-            lines = rest.split(b"\n")
-            rest = lines.pop()
+            data = rest + chunk
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                rest = data
+            else:
+                rest = data[cut + 1 :]
+                if self.block(data, cut + 1):
+                    return
             if len(rest) > MAX_LINE:
                 rest = b""
-            for raw in lines:
-                if self.feed(raw):
-                    return
         if rest:
             self.feed(rest)
+
+    def block(self, data: bytes, end: int) -> bool:
+        """Feed the whole lines `data[:end]` (`end` just after a newline); True when reading should stop."""
+        if self.node is not None and self._shape is not False:
+            done = self._block_by_stamps(data, end)
+            if done is not None:
+                return done
+        for raw in data[: end - 1].split(b"\n"):
+            if self.feed(raw):
+                return True
+        return False
+
+    def _block_by_stamps(self, data: bytes, end: int) -> bool | None:
+        """The fast way through a block of one node's lines, or None when the block does not qualify.
+
+        It qualifies when every line starts with a timestamp of one shape (so comparing the stamps' bytes compares
+        their times), the stamps do not go back in time and no NUL or non-ASCII byte is present (parsing drops or
+        reads those differently). A line whose `[seconds]` values occur nowhere else in the block shares its kernel
+        stamp with no other line, so it neither continues a record nor is continued: it starts a record of its own,
+        which is never kept when it holds no keyword, and only its time counts. Those lines are counted by bisecting
+        the stamps. The first and the last line, keyword lines, lines holding a repeated `[seconds]` value and the
+        lines from the first one past the reading bound on are fed one by one, so the state left is exact.
+        """
+        shape = self._shape
+        if shape is None:
+            shape = self._shape = _Shape.detect(data, self.collector, self.hi) or False
+        if shape is False:
+            return None
+        assert isinstance(shape, _Shape)
+        view = data[:end] if end < len(data) else data
+        if b"\x00" in view or not view.isascii():
+            return None  # parsing drops NUL bytes and reads other scripts' digits: left to the line parser
+        ordered = shape.pattern.findall(b"\n" + view[:-1])
+        n = len(ordered)
+        if n < 3 or n != view.count(b"\n"):
+            return None
+        if ordered != sorted(ordered) or not shape.valid_days(ordered):
+            return None
+        lines = view[:-1].split(b"\n")
+        node = self.node
+        assert node is not None
+        if self.feed(lines[0]):
+            return True
+        stop = bisect_right(ordered, shape.hi_key, 1, n - 1)  # lines [1, stop) are not past the reading bound
+        marked = _keyword_lines(view)
+        brackets = _BRACKET.findall(view)
+        if len(set(brackets)) != len(brackets):
+            # A `[seconds]` value repeats: lines holding it may share a kernel stamp (a record of several lines),
+            # so they are fed one by one too; every other line's kernel stamp is its own.
+            marked = sorted(set(marked).union(_repeated_lines(view, brackets)))
+        self.nodes_seen.add(node)
+        low = 1
+        for k in [*(i for i in marked if 1 <= i < stop), stop]:
+            if low < k:
+                self.collector.end_origin(node, self.origin)  # the open record is followed by a new one
+                before = shape.count_before(ordered, low, k)
+                upto = bisect_right(ordered, shape.end_key, low, k)
+                self.collector.add_heads(node, before - low, upto - before, k - upto)
+            if k < stop and self.feed(lines[k]):
+                return True
+            low = k + 1
+        for i in range(stop, n):
+            if self.feed(lines[i]):
+                return True
+        return False
 
     def feed(self, raw: bytes) -> bool:
         """Feed one line; True when it is past the window's end and reading should stop."""
@@ -283,6 +462,124 @@ class _Reader:
         self.collector.add_parsed(node, parsed, text, self.origin)
         self.previous = (node, parsed)
         return parsed.observed_at > self.hi
+
+
+# An RFC 3339 stamp at the start of a line as parse.py reads it (`_ISO_AT_START`), up to microseconds.
+_STAMP = re.compile(rb"(\d{4}-\d\d-\d\d)([T ])(\d\d:\d\d:\d\d)(?:([.,])(\d{1,6}))?(Z|z|[+-]\d\d:?\d\d)[ \t\f\v]")
+#: every `[seconds]` of a block: a line's kernel stamp (parse.py `_MONO`) is one of them, so when none repeats no
+#: two lines share a kernel stamp and none continues the record before it
+_BRACKET = re.compile(rb"\[ *(\d+\.\d+)\]")
+_SHAPES: dict[tuple[bytes, bytes, int, bytes], re.Pattern[bytes]] = {}
+#: shapes with the bounds of recent windows (False: a shape the window cannot be written in)
+_KNOWN: dict[tuple[object, ...], _Shape | bool] = {}
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """One timestamp shape (separators, fraction digits, offset) and the window's bounds written in it."""
+
+    pattern: re.Pattern[bytes]
+    zone: tzinfo
+    start_key: bytes
+    start_exact: bool  # the window's start is written exactly at this precision
+    end_key: bytes
+    hi_key: bytes
+
+    @classmethod
+    def detect(cls, data: bytes, collector: Collector, hi: datetime) -> _Shape | None:
+        m = _STAMP.match(data)
+        if m is None:
+            return None
+        sep, fsep, frac, offset = m.group(2), m.group(4) or b"", m.group(5) or b"", m.group(6)
+        known_key = (sep, fsep, len(frac), offset, collector.window, hi)
+        known = _KNOWN.get(known_key)
+        if known is None:
+            known = cls._make(sep, fsep, frac, offset, collector, hi)
+            if len(_KNOWN) >= 256:
+                _KNOWN.clear()
+            _KNOWN[known_key] = known
+        return known or None
+
+    @classmethod
+    def _make(
+        cls, sep: bytes, fsep: bytes, frac: bytes, offset: bytes, collector: Collector, hi: datetime
+    ) -> _Shape | bool:
+        try:
+            zone: tzinfo = UTC if offset in (b"Z", b"z") else _offset(offset.decode())
+        except ValueError:
+            return False
+        digits = len(frac)
+        keys = []
+        for bound in (collector.window.start, collector.window.end, hi):
+            local = bound.astimezone(zone)
+            if not 1000 <= local.year <= 9999:
+                return False
+            text = f"{local:%Y-%m-%d}{sep.decode()}{local:%H:%M:%S}"
+            if digits:
+                text += fsep.decode() + f"{local.microsecond:06d}"[:digits]
+            keys.append((text + offset.decode()).encode())
+        start = collector.window.start.astimezone(zone)
+        exact = start.microsecond % 10 ** (6 - digits) == 0
+        key = (sep, fsep, digits, offset)
+        pattern = _SHAPES.get(key)
+        if pattern is None:
+            # A match starts at a newline (the block is searched with one put before it): as many matches as lines
+            # means every line starts with a stamp.
+            fraction = re.escape(fsep) + rb"\d{%d}" % digits if digits else b""
+            pattern = re.compile(
+                rb"\n(\d{4}-\d\d-\d\d" + re.escape(sep) + rb"(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d" + fraction
+                + re.escape(offset) + rb")(?=[ \t\f\v])"
+            )  # fmt: skip
+            if len(_SHAPES) < 256:
+                _SHAPES[key] = pattern
+        return cls(pattern, zone, keys[0], exact, keys[1], keys[2])
+
+    def count_before(self, ordered: list[bytes], low: int, high: int) -> int:
+        """The index in [low, high) of the first stamp not before the window's start."""
+        if self.start_exact:
+            return bisect_left(ordered, self.start_key, low, high)
+        # Written less precisely than the start: a stamp equal to the start's truncation lies before it.
+        return bisect_right(ordered, self.start_key, low, high)
+
+    @staticmethod
+    def valid_days(ordered: list[bytes]) -> bool:
+        """Every stamp's date exists (parse.py refuses 2026-02-30) and lies inside what it converts (`ordered` is
+        sorted: when its ends share a day, every stamp has that day)."""
+        first, last = ordered[0][:10], ordered[-1][:10]
+        for day in (first,) if first == last else {s[:10] for s in ordered}:
+            try:
+                value = date(int(day[:4]), int(day[5:7]), int(day[8:10]))
+            except ValueError:
+                return False
+            if not 1 < value.year < 9999:
+                return False
+        return True
+
+
+def _repeated_lines(view: bytes, brackets: list[bytes]) -> set[int]:
+    """The indexes of the lines of `view` holding a `[seconds]` value found more than once in it."""
+    seen: set[bytes] = set()
+    repeated: set[bytes] = set()
+    for value in brackets:
+        (repeated if value in seen else seen).add(value)
+    return {view.count(b"\n", 0, m.start()) for m in _BRACKET.finditer(view) if m.group(1) in repeated}
+
+
+def _keyword_lines(view: bytes) -> list[int]:
+    """The indexes of the lines of `view` holding a keyword (collect.KEYWORDS), in order."""
+    found: set[int] = set()
+    for keyword in KEYWORD_BYTES:
+        at = view.find(keyword)
+        while at >= 0:
+            found.add(view.count(b"\n", 0, at))
+            at = view.find(keyword, view.find(b"\n", at) + 1)
+    return sorted(found)
+
+
+def _offset(text: str) -> tzinfo:
+    sign = -1 if text[0] == "-" else 1
+    digits = text[1:].replace(":", "")
+    return timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
 
 
 def _check(deadline: Deadline) -> None:
@@ -307,21 +604,45 @@ def _first_unreadable(f: _Counter) -> int | None:
     return None
 
 
-def _first_time(f: gzip.GzipFile, ctx: TimeContext) -> datetime | None:
-    """The first parseable timestamp within the first PROBE_LIMIT bytes of a stream."""
+#: first bytes of lines whose time parse.py reads without the TimeContext (RFC 3339 stamps, journal JSON)
+_CONTEXT_FREE = frozenset(b"0123456789{")
+
+
+def _context_free(raw: bytes) -> bool:
+    return not raw or raw[0] in _CONTEXT_FREE
+
+
+def _first_time(f: gzip.GzipFile, ctx: TimeContext) -> tuple[datetime | None, bool]:
+    """The first parseable timestamp within the first PROBE_LIMIT bytes of a stream, and whether it (and every
+    line before it) was read without the TimeContext."""
     data = f.read(PROBE_LIMIT)
     lines = data.split(b"\n")
+    free = True
     for raw in lines[:-1] if len(lines) > 1 else lines:
+        free = free and _context_free(raw)
         value = line_time(raw, ctx)
         if value is not None:
-            return value
+            return value, free
     if data.strip():
         raise UnknownFormat(next((i for i, raw in enumerate(lines, start=1) if raw.strip()), 1))
-    return None
+    return None, free
 
 
-def _probe(f: _Counter, pos: int, end: int, ctx: TimeContext) -> tuple[int, datetime | None]:
-    """(start, time) of the first parseable line starting at or after `pos` (looking at most PROBE_LIMIT bytes)."""
+def _probe_known(f: _Counter, pos: int, end: int, ctx: TimeContext, facts: FileFacts) -> tuple[int, datetime | None]:
+    """_probe, answered from the file's facts when this probe was made before (with this TimeContext if it matters)."""
+    known = facts.probes.get((pos, end))
+    if known is not None and (known[2] is None or known[2] == ctx):
+        return known[0], known[1]
+    start, value, free = _probe(f, pos, end, ctx)
+    if len(facts.probes) < CACHE_PROBES:
+        facts.probes[(pos, end)] = (start, value, None if free else ctx)
+    return start, value
+
+
+def _probe(f: _Counter, pos: int, end: int, ctx: TimeContext) -> tuple[int, datetime | None, bool]:
+    """(start, time) of the first parseable line starting at or after `pos` (looking at most PROBE_LIMIT bytes), and
+    whether every line looked at was read without the TimeContext."""
+    free = True
     if pos > 0:
         f.seek(pos - 1)
         data = f.read(PROBE_CHUNK)
@@ -330,11 +651,11 @@ def _probe(f: _Counter, pos: int, end: int, ctx: TimeContext) -> tuple[int, date
         while nl < 0 and len(data) < PROBE_LIMIT:
             more = f.read(PROBE_CHUNK)
             if not more:
-                return end, None
+                return end, None, free
             data += more
             nl = data.find(b"\n")
         if nl < 0:
-            return end, None
+            return end, None, free
         line_start = base + nl + 1
         data = data[nl + 1 :]
     else:
@@ -351,9 +672,10 @@ def _probe(f: _Counter, pos: int, end: int, ctx: TimeContext) -> tuple[int, date
             else:
                 data += more
                 continue
+        free = free and _context_free(data[:nl])
         value = line_time(data[:nl], ctx)
         if value is not None:
-            return line_start, value
+            return line_start, value, free
         line_start += nl + 1
         consumed += nl + 1
         data = data[nl + 1 :]
@@ -361,16 +683,16 @@ def _probe(f: _Counter, pos: int, end: int, ctx: TimeContext) -> tuple[int, date
             data = f.read(PROBE_CHUNK)
             if not data:
                 break
-    return line_start, None
+    return line_start, None, free
 
 
-def _search(f: _Counter, size: int, target: datetime, deadline: Deadline, ctx: TimeContext) -> int:
+def _search(f: _Counter, size: int, target: datetime, deadline: Deadline, ctx: TimeContext, facts: FileFacts) -> int:
     """A byte offset at or before the first line at or after `target`, within SEARCH_BLOCK of it."""
     lo, hi = 0, size
     while hi - lo > SEARCH_BLOCK:
         _check(deadline)
         mid = (lo + hi) // 2
-        start, ts = _probe(f, mid, hi, ctx)
+        start, ts = _probe_known(f, mid, hi, ctx, facts)
         if ts is not None and ts < target and start < hi:
             lo = start
         else:
