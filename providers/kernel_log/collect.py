@@ -20,8 +20,9 @@ from providers.kernel_log.parse import (
 #: the syslog tag / APP-NAME of kernel lines; other programs' lines are never classified (anyone can `logger`
 #: a fake "NVRM: Xid" line from user space)
 KERNEL_TAG = "kernel"
-#: a record holds one of these or it cannot be a GPU, NVSwitch or PCIe event; others are counted, not kept
-KEYWORDS = ("NVRM", "SXid", "PCIe Bus Error", "GSP")
+#: a record holds one of these or it cannot be a GPU, NVSwitch or PCIe event; others are counted, not kept.
+#: "Killed process " keeps the OOM killer's line: job-log rules match a SIGKILLed rank to it (it decodes to no event)
+KEYWORDS = ("NVRM", "SXid", "PCIe Bus Error", "GSP", "Killed process ")
 
 
 @dataclass(frozen=True)
