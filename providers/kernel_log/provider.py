@@ -334,7 +334,7 @@ class KernelLogProvider(Provider):
     def check(self, deadline: Deadline) -> CheckReport:
         """Whether the log source and the epilog directory can be read, and what they hold (see check.py)."""
         s = self.settings
-        return check.check(s.source, s.epilog_dir, s.time_zone, deadline)
+        return check.check(s.source, s.epilog_dir, s.time_zone, deadline, s.job_logs)
 
 
 __all__ = ["KernelLogProvider", "Settings", "parse_settings", "fast_window", "attribute", "attribute_epilog"]
