@@ -15,7 +15,7 @@ def test_the_sample_job_logs_are_listed_per_workload_and_attempt(run_cli):
     lines = result.stdout.splitlines()
     assert f"job logs: {SAMPLES / 'job-logs'}" in lines
     assert "  workload 67890 attempt 0: 2 file(s) of 2 node(s) (worker-07, worker-08)" in lines
-    assert "  workload 67891 attempt 0: 1 file(s) of 1 node(s) (worker-09)" in lines
+    assert "  workload 67891 attempt 0: 1 file(s) of 1 node(s) (worker-12)" in lines
     assert result.stdout.endswith("check passed: 0 errors, 0 warnings\n")
     doc = json.loads(run_cli(["check", "--json"], env).stdout)
     found = {(w["workload_id"], w["attempt_index"]): w["nodes"] for w in doc["details"]["job_logs"]["workloads"]}

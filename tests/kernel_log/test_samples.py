@@ -77,9 +77,9 @@ def test_sample_job_logs_hang_names_the_node_of_the_rank_behind() -> None:
 
 
 def test_sample_job_logs_oom_kill_is_host_oom_with_the_kernel_line() -> None:
-    outcome = KernelLogProvider.from_options(JOB_OPTIONS).fast(_job_request("67891", ["worker-09"]), deadline(), None)
+    outcome = KernelLogProvider.from_options(JOB_OPTIONS).fast(_job_request("67891", ["worker-12"]), deadline(), None)
     (finding,) = outcome.attributions
-    assert (finding.target, finding.error_category) == (NodeTarget("worker-09"), "host_oom")
+    assert (finding.target, finding.error_category) == (NodeTarget("worker-12"), "host_oom")
     kernel = [e for e in finding.evidence if e.source == "syslog"]
     assert len(kernel) == 1 and "Out of memory: Killed process 48213" in kernel[0].message
     assert outcome.error is None
