@@ -17,8 +17,6 @@ from providers.base import AttributionRequest, Deadline, TraceContext
 from providers.kernel_log.collect import Collector, Window
 from providers.kernel_log.identity import NodeNames
 from providers.kernel_log.joblog import (
-    MAX_NODE_BYTES,
-    MAX_REQUEST_BYTES,
     JobLogConclusions,
     NodeLog,
     OomKill,
@@ -105,10 +103,6 @@ def job_log_result(
     conclusions = conclude(nodes, list(request.scope.ranks), job_logs.logs, kills, max_evidence=max_evidence)
     notes = [*job_logs.notes, *(n for n in conclusions.notes if not any(p in n for p in _PRECEDENCE_NOTES))]
     return JobLogResult(conclusions, frozenset(job_logs.logs), tuple(notes), request.failure_context.detected_at)
-
-
-def read_limits(node_bytes: int = MAX_NODE_BYTES, request_bytes: int = MAX_REQUEST_BYTES) -> ReadLimits:
-    return ReadLimits(node_bytes=node_bytes, request_bytes=request_bytes)
 
 
 __all__ = ["FileJobLogSource", "JobLogResult", "JobLogSource", "JobLogs", "job_log_result", "oom_kills", "resolver"]
