@@ -301,3 +301,21 @@ def test_no_job_log_text_reaches_the_services_own_logs(tmp_path: Path, caplog: p
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "skipped job-log file job-1/0/gpu-1.log.1.gz" in logged
     assert "ECC" not in logged and "NCCL WARN" not in logged and "Connection reset" not in logged
+
+
+def test_a_workload_id_or_node_name_that_could_leave_the_directory_reads_nothing(tmp_path: Path) -> None:
+    # A job log one level up that a `..` workload id would reach; the request must not read it.
+    write_tree(tmp_path, {"gpu-1.log": fx.JADE_194_ECC}, "outside")
+    (tmp_path / "jobs").mkdir()
+    _kernel(tmp_path, "gpu-1")
+    client = _client(tmp_path)
+    for workload, nodes in (("../outside", ["gpu-1"]), ("..", ["gpu-1"]), (WORKLOAD, ["../outside/0/gpu-1"])):
+        answer = client.post("/v1/attribution", json={
+            "schema_version": "0.1.0", "workload_id": workload, "scope": {"nodes": nodes, "ranks": []},
+            "failure_context": {"detected_at": "2026-09-09T12:00:00Z", "detection_signal": "application_error"},
+            "timeout_ms": 10000, "workload_context": {"workflow_id": "w", "attempt_index": 0}, "phase": "fast",
+        })
+        assert answer.status_code == 200
+        body = answer.get_json()
+        assert body["attributions"] == [], workload
+        assert "job-log" in body["error"]["message"]
