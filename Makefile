@@ -29,7 +29,7 @@ clean:
 
 ## run: serve the API on 127.0.0.1:8000 with the open kernel_log provider on the sample telemetry in conf/samples.
 ## Installs requirements.txt only. Every ATTRIBUTION_* variable of the environment reaches the service as it is;
-## the four below are defaults for when one is not set, e.g. `ATTRIBUTION_KERNEL_LOG_DIR=/srv/logs make run`.
+## the five below are defaults for when one is not set, e.g. `ATTRIBUTION_KERNEL_LOG_DIR=/srv/logs make run`.
 RUN_STAMP := $(VENV)/.installed-runtime
 
 $(RUN_STAMP): requirements.txt
@@ -41,6 +41,7 @@ run: export ATTRIBUTION_PROVIDER ?= kernel_log
 run: export ATTRIBUTION_KERNEL_LOG_SOURCE ?= files
 run: export ATTRIBUTION_KERNEL_LOG_DIR ?= conf/samples/kernel-logs
 run: export ATTRIBUTION_EPILOG_DIR ?= conf/samples/epilog
+run: export ATTRIBUTION_JOB_LOG_DIR ?= conf/samples/job-logs
 run: $(RUN_STAMP)
 	exec $(VENV)/bin/gunicorn -c conf/gunicorn.conf.py wsgi:app
 

@@ -34,9 +34,12 @@ from providers.base import (
 from providers.kernel_log import epilog
 from providers.kernel_log.collect import KERNEL_TAG, Collector, Window
 from providers.kernel_log.identity import NodeNames
+from providers.kernel_log.joblog.files import parse_file_name
+from providers.kernel_log.joblogs import FileJobLogSource
 from providers.kernel_log.parse import ParsedLine, TimeContext, is_continuation, parse_line
 from providers.kernel_log.sources.files import FileSource, LogName
 from providers.kernel_log.sources.loki import LokiSource
+from providers.kernel_log.sources.loki_jobs import LokiJobLogSource
 
 ERROR, WARNING = CheckSeverity.ERROR, CheckSeverity.WARNING
 
@@ -873,10 +876,94 @@ def _ns(value: datetime) -> int:
     return (delta.days * 86400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
 
 
+# ---------------------------------------------------------------- job logs
+
+#: workload folders of the job-log directory looked at (the newest first, by modification time)
+MAX_WORKLOADS_LISTED = 16
+
+
+def _check_job_logs(c: _Checker, root: Path) -> dict[str, Any]:
+    """The job-log tree `<dir>/<workload_id>/<attempt_index>/<node>.log*`: readable, laid out, files per attempt."""
+    details: dict[str, Any] = {"dir": str(root), "workloads": [], "workloads_not_listed": 0, "skipped": []}
+    c.text.append(f"job logs: {root}")
+    try:
+        entries = _entries(root)
+    except OSError as exc:
+        c.problem(
+            ERROR, str(root), f"the job-log directory cannot be read ({exc.strerror}): give the Adapter read access"
+        )
+        return details
+    workloads = []
+    for entry in entries:
+        kind = _kind(entry)
+        if kind == "dir":
+            workloads.append(entry)
+        else:
+            reason = kind if kind != "file" else "a file, not a workload folder"
+            details["skipped"].append({"path": entry.name, "reason": reason})
+
+    def modified(entry: os.DirEntry[str]) -> float:
+        try:
+            return entry.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    workloads.sort(key=modified, reverse=True)
+    for entry in workloads[:MAX_WORKLOADS_LISTED]:
+        if c.expired(f"{entry.name}/"):
+            break
+        try:
+            attempts = _entries(Path(entry.path))
+        except OSError as exc:
+            c.problem(ERROR, f"{entry.name}/", f"the workload's job-log folder cannot be read ({exc.strerror})")
+            continue
+        for attempt in attempts:
+            where = f"{entry.name}/{attempt.name}"
+            if _kind(attempt) != "dir" or not attempt.name.isascii() or not attempt.name.isdigit():
+                details["skipped"].append({"path": where, "reason": "not an attempt folder (<attempt_index>/)"})
+                continue
+            try:
+                files = _entries(Path(attempt.path))
+            except OSError as exc:
+                c.problem(ERROR, f"{where}/", f"the attempt's job-log folder cannot be read ({exc.strerror})")
+                continue
+            nodes: set[str] = set()
+            count = 0
+            for f in files:
+                parsed = parse_file_name(f.name)
+                if parsed is None or _kind(f) != "file":
+                    details["skipped"].append({"path": f"{where}/{f.name}", "reason": "not <node>.log[.N][.gz]"})
+                    continue
+                nodes.add(parsed[0])
+                count += 1
+            details["workloads"].append(
+                {"workload_id": entry.name, "attempt_index": int(attempt.name), "files": count, "nodes": sorted(nodes)}
+            )
+            listed = ", ".join(sorted(nodes)[:MAX_HOSTS_LISTED]) + (" ..." if len(nodes) > MAX_HOSTS_LISTED else "")
+            c.text.append(f"  workload {entry.name} attempt {attempt.name}: {count} file(s) of {len(nodes)} node(s)"
+                          + (f" ({listed})" if nodes else ""))
+            if not nodes:
+                c.problem(WARNING, f"{where}/", "holds no <node>.log file, so this attempt's job logs are empty")
+    details["workloads_not_listed"] = max(0, len(workloads) - MAX_WORKLOADS_LISTED)
+    if details["workloads_not_listed"]:
+        c.text.append(f"  ... and {details['workloads_not_listed']} more workload folder(s), not read")
+    for item in details["skipped"][:MAX_SKIPPED_LISTED]:
+        c.problem(
+            WARNING, item["path"],
+            f"is not read as a job log ({item['reason']}); the layout is "
+            "<dir>/<workload_id>/<attempt_index>/<node>.log",
+        )
+    if not workloads:
+        c.problem(WARNING, str(root), "holds no workload folder yet, so fast answers use kernel logs only")
+    return details
+
+
 # ---------------------------------------------------------------- the report
 
 
-def check(source: object, epilog_dir: Path | None, zone: tzinfo, deadline: Deadline) -> CheckReport:
+def check(
+    source: object, epilog_dir: Path | None, zone: tzinfo, deadline: Deadline, job_logs: object | None = None
+) -> CheckReport:
     """Check the configured log source and epilog directory; see the module docstring and docs/cli.md."""
     c = _Checker(deadline, zone)
     details: dict[str, Any] = {}
@@ -888,6 +975,11 @@ def check(source: object, epilog_dir: Path | None, zone: tzinfo, deadline: Deadl
         c.text.append(f"kernel logs: a {type(source).__name__} source, which check does not know")
         details["kernel_logs"] = None
     details["epilog"] = _check_epilog(c, epilog_dir)
+    if isinstance(job_logs, FileJobLogSource):
+        details["job_logs"] = _check_job_logs(c, job_logs.root)
+    elif isinstance(job_logs, LokiJobLogSource):
+        c.text.append(f"job logs: Loki streams {job_logs.template} (read per request; not queried by check)")
+        details["job_logs"] = {"loki_selector": job_logs.template}
     problems = sorted(c.problems, key=lambda p: p.severity is not ERROR)  # errors first, each kind in walk order
     errors = sum(p.severity is ERROR for p in problems)
     warnings = len(problems) - errors

@@ -22,9 +22,10 @@ from providers.kernel_log.parse import (
 KERNEL_TAG = "kernel"
 #: a record holds one of these or it cannot be a GPU, NVSwitch or PCIe event; others are counted, not kept.
 #: Every decode rule (decode.py) matches text holding one of them: Xid and the GPU messages `NVRM: ...`, NVSwitch
-#: `SXid (PCI:...)`, PCIe AER `PCIe Bus Error: severity=...`, GSP RPC timeouts `... GSP!`. The one list: the byte
-#: prefilter the file source runs before parsing (KEYWORD_BYTES) is built from it; append here, nowhere else.
-KEYWORDS = ("NVRM", "SXid", "PCIe Bus Error", "GSP")
+#: `SXid (PCI:...)`, PCIe AER `PCIe Bus Error: severity=...`, GSP RPC timeouts `... GSP!`; "Killed process " keeps
+#: the OOM killer's line, which decodes to no event: job-log rules match a SIGKILLed rank's pid to it. The one list:
+#: the byte prefilter the file source runs before parsing (KEYWORD_BYTES) is built from it; append here, nowhere else.
+KEYWORDS = ("NVRM", "SXid", "PCIe Bus Error", "GSP", "Killed process ")
 
 
 #: the byte prefilter built from KEYWORDS (UTF-8): a raw line holding none of these cannot make a record kept

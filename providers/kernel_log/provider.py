@@ -24,10 +24,13 @@ from providers.base import (
 )
 from providers.kernel_log import check, epilog
 from providers.kernel_log.collect import Collector, Window
+from providers.kernel_log.joblog import MAX_NODE_BYTES, MAX_REQUEST_BYTES, ReadLimits
+from providers.kernel_log.joblogs import FileJobLogSource, JobLogSource, job_log_result, oom_kills
 from providers.kernel_log.rules import attribute, attribute_epilog
 from providers.kernel_log.sources import LogSource
 from providers.kernel_log.sources.files import DEFAULT_COMBINED, FileSource
 from providers.kernel_log.sources.loki import DEFAULT_SELECTOR, PLACEHOLDER, LokiSource
+from providers.kernel_log.sources.loki_jobs import LokiJobLogSource, template_problem
 
 EPILOG_NOT_CONFIGURED = "epilog health-check logs are not configured"
 SESSION_STATE_VERSION = 1
@@ -47,9 +50,14 @@ SETTINGS: tuple[str, ...] = (
     "ATTRIBUTION_LOKI_MAX_PAGES",
     "ATTRIBUTION_LOKI_TENANT",
     "ATTRIBUTION_LOKI_HOST_LABEL",
+    "ATTRIBUTION_LOKI_JOB_SELECTOR",
     "ATTRIBUTION_EPILOG_DIR",
+    "ATTRIBUTION_JOB_LOG_DIR",
+    "ATTRIBUTION_JOB_LOG_MAX_NODE_BYTES",
+    "ATTRIBUTION_JOB_LOG_MAX_REQUEST_BYTES",
 )
 _KNOWN = frozenset(SETTINGS)
+_PREFIXES = ("ATTRIBUTION_KERNEL_LOG_", "ATTRIBUTION_LOKI_", "ATTRIBUTION_JOB_LOG_")
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
@@ -110,12 +118,14 @@ class Settings:
     epilog_dir: Path | None
     #: the zone of log formats that carry none (RFC 3164, journalctl short-precise, dmesg -T)
     time_zone: tzinfo = UTC
+    #: the job's own logs, read beside the kernel logs (None: not configured; answers come from kernel logs only)
+    job_logs: JobLogSource | None = None
 
 
 def parse_settings(options: Mapping[str, str]) -> Settings:
     """Validate the `ATTRIBUTION_*` options of this provider; ProviderConstructionError names what is wrong."""
     for name in options:
-        if name.startswith(("ATTRIBUTION_KERNEL_LOG_", "ATTRIBUTION_LOKI_")) and name not in _KNOWN:
+        if name.startswith(_PREFIXES) and name not in _KNOWN:
             raise ProviderConstructionError(f"{name} is not a kernel_log setting (a typo?)")
     kind = _get(options, "ATTRIBUTION_KERNEL_LOG_SOURCE")
     if kind is None:
@@ -164,6 +174,45 @@ def parse_settings(options: Mapping[str, str]) -> Settings:
         max_evidence=_int(options, "ATTRIBUTION_KERNEL_LOG_MAX_EVIDENCE", 8, 1, MAX_EVIDENCE),
         epilog_dir=epilog_dir,
         time_zone=_zone(options, "ATTRIBUTION_KERNEL_LOG_TIME_ZONE"),
+        job_logs=_job_logs(options),
+    )
+
+
+def _job_logs(options: Mapping[str, str]) -> JobLogSource | None:
+    """The job-log source of ATTRIBUTION_JOB_LOG_DIR or ATTRIBUTION_LOKI_JOB_SELECTOR (at most one), or None."""
+    directory = _get(options, "ATTRIBUTION_JOB_LOG_DIR")
+    template = _get(options, "ATTRIBUTION_LOKI_JOB_SELECTOR")
+    limits = ReadLimits(
+        node_bytes=_int(options, "ATTRIBUTION_JOB_LOG_MAX_NODE_BYTES", MAX_NODE_BYTES, 1, MAX_NODE_BYTES),
+        request_bytes=_int(options, "ATTRIBUTION_JOB_LOG_MAX_REQUEST_BYTES", MAX_REQUEST_BYTES, 1, MAX_REQUEST_BYTES),
+    )
+    if directory is not None and template is not None:
+        raise ProviderConstructionError(
+            "ATTRIBUTION_JOB_LOG_DIR and ATTRIBUTION_LOKI_JOB_SELECTOR are both set: choose one job-log source"
+        )
+    if directory is not None:
+        return FileJobLogSource(_directory(options, "ATTRIBUTION_JOB_LOG_DIR"), limits)
+    if template is None:
+        return None
+    problem = template_problem(template)
+    if problem is not None:
+        raise ProviderConstructionError(f"ATTRIBUTION_LOKI_JOB_SELECTOR {problem}")
+    url = _get(options, "ATTRIBUTION_LOKI_URL")
+    if url is None or not re.match(r"^https?://[^/\s]+", url):
+        raise ProviderConstructionError(
+            "ATTRIBUTION_LOKI_JOB_SELECTOR needs ATTRIBUTION_LOKI_URL, an http:// or https:// URL"
+        )
+    label = _get(options, "ATTRIBUTION_LOKI_HOST_LABEL") or "host"
+    if not _LABEL.match(label):
+        raise ProviderConstructionError(f"ATTRIBUTION_LOKI_HOST_LABEL={label!r} is not a Loki label name")
+    return LokiJobLogSource(
+        url,
+        template,
+        host_label=label,
+        limit=_int(options, "ATTRIBUTION_LOKI_LIMIT", 1000, 1, 5000),
+        max_pages=_int(options, "ATTRIBUTION_LOKI_MAX_PAGES", 10, 1, 100),
+        tenant=_get(options, "ATTRIBUTION_LOKI_TENANT"),
+        limits=limits,
     )
 
 
@@ -236,7 +285,12 @@ class KernelLogProvider(Provider):
                 session_state=state,
             )
         collector = self.collect(nodes, window, deadline, trace)
-        outcome = attribute(nodes, collector, self.settings.max_evidence, self.settings.source.evidence_source)
+        source = self.settings.source.evidence_source
+        job = None
+        if self.settings.job_logs is not None:
+            job_logs = self.settings.job_logs.read(request, nodes, window, deadline, trace)
+            job = job_log_result(request, nodes, job_logs, oom_kills(collector, source), self.settings.max_evidence)
+        outcome = attribute(nodes, collector, self.settings.max_evidence, source, job)
         return AttributionOutcome(
             attributions=outcome.attributions,
             unattributed_targets=outcome.unattributed_targets,
@@ -281,7 +335,7 @@ class KernelLogProvider(Provider):
     def check(self, deadline: Deadline) -> CheckReport:
         """Whether the log source and the epilog directory can be read, and what they hold (see check.py)."""
         s = self.settings
-        return check.check(s.source, s.epilog_dir, s.time_zone, deadline)
+        return check.check(s.source, s.epilog_dir, s.time_zone, deadline, s.job_logs)
 
 
 __all__ = ["KernelLogProvider", "Settings", "parse_settings", "fast_window", "attribute", "attribute_epilog"]

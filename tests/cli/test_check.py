@@ -59,6 +59,9 @@ def test_the_samples_as_json(run_cli):
         ("worker-03", "folder"),
         ("worker-05", "folder"),
         ("worker-06", "folder"),
+        ("worker-07", "file"),
+        ("worker-08", "file"),
+        ("worker-12", "file"),
     ]
     worker_03 = next(h for h in logs["hosts"] if h["name"] == "worker-03")
     assert [f["path"] for f in worker_03["files"]] == ["worker-03/kern.log", "worker-03/kern.log.1.gz"]

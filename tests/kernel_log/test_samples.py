@@ -1,9 +1,10 @@
 """The shipped samples (conf/samples) with the seed's example request: worker-01 gets the finding."""
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from providers.base import ErrorType, NodeTarget, Phase
+from providers.base import AttributionRequest, ErrorType, NodeTarget, Phase
 from providers.kernel_log import KernelLogProvider
 from tests.kernel_log.conftest import deadline, make_request
 
@@ -56,3 +57,35 @@ def test_sample_epilog() -> None:
     assert [(f.target, f.error_category) for f in outcome.attributions] == [(NodeTarget("worker-01"), "gpu_memory")]
     assert outcome.unattributed_targets == (NodeTarget("worker-03"),)
     assert outcome.error is not None and outcome.error.type is ErrorType.INSUFFICIENT_TELEMETRY
+
+
+JOB_OPTIONS = {**OPTIONS, "ATTRIBUTION_JOB_LOG_DIR": str(SAMPLES / "job-logs")}
+
+
+def _job_request(workload: str, nodes: list[str]) -> AttributionRequest:
+    return replace(make_request(nodes), workload_id=workload)
+
+
+def test_sample_job_logs_hang_names_the_node_of_the_rank_behind() -> None:
+    outcome = KernelLogProvider.from_options(JOB_OPTIONS).fast(
+        _job_request("67890", ["worker-07", "worker-08"]), deadline(), None
+    )
+    assert [(f.target, f.error_category) for f in outcome.attributions] == [
+        (NodeTarget("worker-08"), "collective_hang")
+    ]
+    assert outcome.unattributed_targets == (NodeTarget("worker-07"),)
+
+
+def test_sample_job_logs_oom_kill_is_host_oom_with_the_kernel_line() -> None:
+    outcome = KernelLogProvider.from_options(JOB_OPTIONS).fast(_job_request("67891", ["worker-12"]), deadline(), None)
+    (finding,) = outcome.attributions
+    assert (finding.target, finding.error_category) == (NodeTarget("worker-12"), "host_oom")
+    kernel = [e for e in finding.evidence if e.source == "syslog"]
+    assert len(kernel) == 1 and "Out of memory: Killed process 48213" in kernel[0].message
+    assert outcome.error is None
+
+
+def test_the_seed_request_with_sample_job_logs_is_unchanged() -> None:
+    plain = KernelLogProvider.from_options(OPTIONS).fast(make_request(["worker-01"]), deadline(), None)
+    with_jobs = KernelLogProvider.from_options(JOB_OPTIONS).fast(make_request(["worker-01"]), deadline(), None)
+    assert with_jobs.attributions == plain.attributions and with_jobs.error is None

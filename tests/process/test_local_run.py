@@ -116,6 +116,37 @@ def test_make_run_answers_the_readme_curl_example_with_the_finding_it_shows(make
     assert body["attribution_session_id"].startswith("as1.")
 
 
+def _readme_hang_example() -> tuple[dict, dict]:
+    """The request and answer of the README's job-log example (the hang in conf/samples/job-logs)."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("#### A hang, read from the job's own logs", 1)[1]
+    curl = re.search(r"```sh\ncurl .*?-d '(.*?)'\n```", section, re.S)
+    answer = re.search(r"```json\n(.*?)\n```", section, re.S)
+    assert curl and answer
+    return json.loads(curl.group(1)), json.loads(answer.group(1))
+
+
+def test_make_run_answers_the_readme_hang_example_from_the_sample_job_logs(make_run):
+    server = make_run()
+    server.wait_ready()
+    request, shown = _readme_hang_example()
+    body = server.post(request).json()
+    for key in ("schema_version", "service", "attributions", "unattributed_targets", "error"):
+        assert body[key] == shown[key], key
+    assert [(f["target"]["name"], f["error_category"]) for f in body["attributions"]] == [
+        ("worker-08", "collective_hang")
+    ]
+    # The job-log default gives way to a setting of the environment like every other: without job logs the
+    # kernel logs of these nodes hold nothing, and nobody is blamed.
+    server.stop()
+    plain = make_run({"ATTRIBUTION_JOB_LOG_DIR": ""})
+    plain.wait_ready()
+    body = plain.post(request).json()
+    assert body["attributions"] == [] and [t["name"] for t in body["unattributed_targets"]] == [
+        "worker-07", "worker-08"
+    ]
+
+
 def test_make_run_passes_every_attribution_variable_of_the_environment_through(make_run, tmp_path):
     # A log tree of one node the samples do not have: only this directory can give it a finding.
     tree = tmp_path / "logs"

@@ -1,0 +1,108 @@
+"""The job-log source of the kernel_log provider: its settings, its reading, and the kernel facts its rules need.
+
+A job's own logs (`providers/kernel_log/joblog/`, described in `docs/job-logs.md`) are read beside the kernel logs
+when `ATTRIBUTION_JOB_LOG_DIR` (files) or `ATTRIBUTION_LOKI_JOB_SELECTOR` (Loki) is set; without either the provider
+answers from the kernel logs alone. `rules.attribute` merges what this module hands it with the kernel findings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol
+
+from providers.base import AttributionRequest, Deadline, TraceContext
+from providers.kernel_log.collect import Collector, Window
+from providers.kernel_log.identity import NodeNames
+from providers.kernel_log.joblog import (
+    JobLogConclusions,
+    NodeLog,
+    OomKill,
+    ReadLimits,
+    conclude,
+    oom_killed_pid,
+    scan_job_logs,
+)
+from providers.kernel_log.joblog.nodes import NodeResolver
+
+#: notes of the job-log rules about precedence (what they kept as context, what they did not conclude because a
+#: node was named): they say nothing about telemetry that was missing, so they are not part of the answer's error
+_PRECEDENCE_NOTES = ("kept as context only", "conclusion is not made")
+
+
+def resolver(nodes: Sequence[str]) -> NodeResolver:
+    """The kernel logs' node identity (short names and FQDNs equated), so both kinds of log name nodes alike."""
+    return NodeNames(nodes).node_for
+
+
+@dataclass(frozen=True)
+class JobLogs:
+    """What one request's job logs gave: per-node tails, and sentences on what was not read."""
+
+    logs: dict[str, NodeLog]
+    notes: tuple[str, ...]
+
+
+class JobLogSource(Protocol):
+    def read(
+        self, request: AttributionRequest, nodes: Sequence[str], window: Window, deadline: Deadline,
+        trace: TraceContext | None,
+    ) -> JobLogs: ...
+
+
+@dataclass(frozen=True)
+class FileJobLogSource:
+    """`<root>/<workload_id>/<attempt_index>/<node>.log` (and rotated `.N`, `.N.gz`), each read from its end."""
+
+    root: Path
+    limits: ReadLimits = ReadLimits()
+
+    def read(
+        self, request: AttributionRequest, nodes: Sequence[str], window: Window, deadline: Deadline,
+        trace: TraceContext | None,
+    ) -> JobLogs:
+        scan = scan_job_logs(
+            self.root, request.workload_id, request.workload_context.attempt_index, nodes, deadline,
+            limits=self.limits, resolver_factory=resolver,
+        )
+        return JobLogs(scan.logs, scan.read.notes)
+
+
+@dataclass(frozen=True)
+class JobLogResult:
+    """The job-log rules' conclusions for one request, with what `rules.attribute` needs besides them."""
+
+    conclusions: JobLogConclusions
+    #: scope nodes whose job log was read: they had telemetry, whatever it held
+    read_nodes: frozenset[str]
+    #: sentences on what was not read or not concluded for lack of telemetry (node names, ranks, counts only)
+    notes: tuple[str, ...]
+    #: a node conclusion whose lines carry no collector time is dated at the failure
+    detected_at: datetime
+
+
+def oom_kills(collector: Collector, source: str) -> dict[str, list[OomKill]]:
+    """The OOM killer's kills in each node's kernel records (kernel-tagged lines only: the collector keeps no other)."""
+    kills: dict[str, list[OomKill]] = {}
+    for node, records in collector.records.items():
+        for record in records:
+            for line in record.lines:
+                pid = oom_killed_pid(line)
+                if pid is not None:
+                    kills.setdefault(node, []).append(OomKill(pid, record.observed_at, record.evidence, source))
+    return kills
+
+
+def job_log_result(
+    request: AttributionRequest, nodes: Sequence[str], job_logs: JobLogs, kills: Mapping[str, Sequence[OomKill]],
+    max_evidence: int,
+) -> JobLogResult:
+    """Apply the job-log rules to what was read."""
+    conclusions = conclude(nodes, list(request.scope.ranks), job_logs.logs, kills, max_evidence=max_evidence)
+    notes = [*job_logs.notes, *(n for n in conclusions.notes if not any(p in n for p in _PRECEDENCE_NOTES))]
+    return JobLogResult(conclusions, frozenset(job_logs.logs), tuple(notes), request.failure_context.detected_at)
+
+
+__all__ = ["FileJobLogSource", "JobLogResult", "JobLogSource", "JobLogs", "job_log_result", "oom_kills", "resolver"]

@@ -1,0 +1,151 @@
+"""The job-log settings (validated at boot) and the Loki job-log source, through the Flask test client."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+import responses
+
+from app import create_app
+from app.settings import Settings
+from providers.base import ProviderConstructionError
+from providers.kernel_log import KernelLogProvider
+from providers.kernel_log.sources.loki_jobs import build_job_query, quote_value, template_problem
+from tests.joblog import fixtures as fx
+
+URL = "http://loki.test:3100"
+ENDPOINT = URL + "/loki/api/v1/query_range"
+DETECTED = datetime(2026, 9, 9, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def dirs(tmp_path: Path) -> tuple[str, str]:
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "jobs").mkdir()
+    return str(tmp_path / "logs"), str(tmp_path / "jobs")
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        ({"ATTRIBUTION_JOB_LOG_DIRECTORY": "x"}, "ATTRIBUTION_JOB_LOG_DIRECTORY is not a kernel_log setting"),
+        ({"ATTRIBUTION_JOB_LOG_DIR": "/nonexistent/jobs"}, "ATTRIBUTION_JOB_LOG_DIR='/nonexistent/jobs' is not an"),
+        ({"ATTRIBUTION_JOB_LOG_MAX_NODE_BYTES": "4194305"}, "ATTRIBUTION_JOB_LOG_MAX_NODE_BYTES=4194305 is out of"),
+        ({"ATTRIBUTION_JOB_LOG_MAX_REQUEST_BYTES": "0"}, "ATTRIBUTION_JOB_LOG_MAX_REQUEST_BYTES=0 is out of range"),
+        ({"ATTRIBUTION_JOB_LOG_MAX_REQUEST_BYTES": "1MiB"}, "ATTRIBUTION_JOB_LOG_MAX_REQUEST_BYTES='1MiB' is not an"),
+        ({"ATTRIBUTION_LOKI_JOB_SELECTOR": '{job="x"}'}, "must contain the {workload_id} placeholder"),
+        ({"ATTRIBUTION_LOKI_JOB_SELECTOR": "{job={workload_id}}"}, "as a whole quoted label value"),
+        ({"ATTRIBUTION_LOKI_JOB_SELECTOR": '{job=~"t-{workload_id}.*"}'}, "as a whole quoted label value"),
+        ({"ATTRIBUTION_LOKI_JOB_SELECTOR": '{job="{workload_id}"}'}, "needs ATTRIBUTION_LOKI_URL"),
+    ],
+)
+def test_job_log_settings_are_validated_at_boot(dirs: tuple[str, str], extra: dict[str, str], needle: str) -> None:
+    options = {"ATTRIBUTION_KERNEL_LOG_SOURCE": "files", "ATTRIBUTION_KERNEL_LOG_DIR": dirs[0], **extra}
+    with pytest.raises(ProviderConstructionError) as raised:
+        KernelLogProvider.from_options(options)
+    assert needle in str(raised.value)
+
+
+def test_both_job_log_sources_at_once_are_refused(dirs: tuple[str, str]) -> None:
+    with pytest.raises(ProviderConstructionError, match="choose one job-log source"):
+        KernelLogProvider.from_options({
+            "ATTRIBUTION_KERNEL_LOG_SOURCE": "files", "ATTRIBUTION_KERNEL_LOG_DIR": dirs[0],
+            "ATTRIBUTION_JOB_LOG_DIR": dirs[1], "ATTRIBUTION_LOKI_URL": URL,
+            "ATTRIBUTION_LOKI_JOB_SELECTOR": '{job="{workload_id}"}',
+        })
+
+
+def test_workload_ids_are_escaped_for_the_label_value_they_fill() -> None:
+    assert build_job_query('{job="{workload_id}", attempt="{attempt_index}"}', 'a"b\\c\n', 2) == (
+        '{job="a\\"b\\\\c\\n", attempt="2"}'
+    )
+    assert quote_value("x\x01", '"') == "x\\u0001"
+    assert build_job_query("{job=`{workload_id}`}", "a`b", 0) is None  # a raw string cannot hold a backtick
+    assert build_job_query("{job=`{workload_id}`}", "a\\b", 0) == "{job=`a\\b`}"
+    assert template_problem('{job="{workload_id}"} |= "NCCL"') is None
+
+
+def _loki_body(streams: dict[str, list[tuple[datetime, str]]]) -> dict[str, Any]:
+    result = [
+        {"stream": {"job": "job-1", "host": host},
+         "values": [[str(int(t.timestamp()) * 1_000_000_000 + t.microsecond * 1000), line] for t, line in values]}
+        for host, values in streams.items()
+    ]
+    return {"status": "success", "data": {"resultType": "streams", "result": result}}
+
+
+def _ask(client: Any, nodes: list[str], ranks: list[int], workload: str = "job-1") -> dict[str, Any]:
+    answer = client.post("/v1/attribution", json={
+        "schema_version": "0.1.0", "workload_id": workload, "scope": {"nodes": nodes, "ranks": ranks},
+        "failure_context": {"detected_at": "2026-09-09T12:00:00Z", "detection_signal": "application_error"},
+        "timeout_ms": 10000, "workload_context": {"workflow_id": "w", "attempt_index": 0}, "phase": "fast",
+    })
+    assert answer.status_code == 200
+    return answer.get_json()
+
+
+def _client(dirs: tuple[str, str], **extra: str) -> Any:
+    provider = KernelLogProvider.from_options({
+        "ATTRIBUTION_KERNEL_LOG_SOURCE": "files", "ATTRIBUTION_KERNEL_LOG_DIR": dirs[0],
+        "ATTRIBUTION_LOKI_URL": URL, "ATTRIBUTION_LOKI_JOB_SELECTOR": '{job="{workload_id}"}', **extra,
+    })
+    return create_app(Settings(provider="kernel_log"), provider).test_client()
+
+
+@responses.activate
+def test_loki_job_logs_name_the_node_a_rank_is_behind_on(dirs: tuple[str, str]) -> None:
+    # Assembled from two reports that both log process group 1: rank 0 completed 1579 (LlamaFactory#7396),
+    # rank 4 completed 7752 (LlamaFactory#6269). Loki's own times stand in front of each line.
+    behind = fx.LLAMAFACTORY_7396[2].split("] ", 1)[1]
+    t = DETECTED - timedelta(seconds=90)
+    responses.get(ENDPOINT, json=_loki_body({"node-a": [(t, behind)], "node-b": [(t, fx.LLAMAFACTORY_6269[3])],
+                                             "elsewhere": [(t, fx.JADE_194_ECC[0])]}))
+    body = _ask(_client(dirs), ["node-a", "node-b"], [0, 4])
+    assert [(f["target"], f["error_category"]) for f in body["attributions"]] == [
+        ({"type": "Node", "name": "node-a"}, "collective_hang")
+    ]
+    finding = body["attributions"][0]
+    assert f"2026-09-09T11:58:30.000000Z {behind}" in [e["message"] for e in finding["evidence"]]
+    assert finding["observed_at"] == "2026-09-09T11:58:30Z"  # Loki's time became the line's collector time
+    (call,) = responses.calls
+    query = parse_qs(urlparse(call.request.url).query)
+    assert query["query"] == ['{job="job-1"}'] and query["direction"] == ["backward"]
+
+
+@responses.activate
+def test_loki_job_logs_are_read_backward_in_pages_and_bounded(dirs: tuple[str, str]) -> None:
+    t = DETECTED - timedelta(seconds=60)
+    newest = [(t + timedelta(seconds=i), f"[rank0]: step {i}") for i in range(2, 0, -1)]
+    older = [(t, fx.JADE_194_ECC[0])]
+    responses.get(ENDPOINT, json=_loki_body({"gpu-1": newest}))
+    responses.get(ENDPOINT, json=_loki_body({"gpu-1": older}))
+    body = _ask(_client(dirs, ATTRIBUTION_LOKI_LIMIT="2"), ["gpu-1"], [])
+    assert [f["error_category"] for f in body["attributions"]] == ["gpu_memory"]  # found on the second page
+    second = parse_qs(urlparse(responses.calls[1].request.url).query)
+    assert int(second["end"][0]) == int(t.timestamp() + 1) * 1_000_000_000 + 1  # before the first page's oldest
+    # A per-node bound smaller than the newest lines leaves the older page unread and says so.
+    responses.reset()
+    responses.get(ENDPOINT, json=_loki_body({"gpu-1": newest}))
+    responses.get(ENDPOINT, json=_loki_body({"gpu-1": older}))
+    body = _ask(_client(dirs, ATTRIBUTION_LOKI_LIMIT="2", ATTRIBUTION_JOB_LOG_MAX_NODE_BYTES="16"), ["gpu-1"], [])
+    assert body["attributions"] == []
+    assert "older job-log lines in Loki lie beyond the read bound" in body["error"]["message"]
+    assert len(responses.calls) == 1
+
+
+@responses.activate
+def test_a_failing_loki_job_source_is_a_typed_error_never_a_finding(dirs: tuple[str, str]) -> None:
+    responses.get(ENDPOINT, status=502)
+    body = _ask(_client(dirs), ["gpu-1"], [])
+    assert body["attributions"] == [] and body["error"]["type"] == "service_error"
+
+
+def test_a_workload_id_a_raw_string_cannot_hold_reads_nothing(dirs: tuple[str, str]) -> None:
+    client = _client(dirs, ATTRIBUTION_LOKI_JOB_SELECTOR="{job=`{workload_id}`}")
+    body = _ask(client, ["gpu-1"], [], workload="a`b")
+    assert body["attributions"] == []
+    assert "cannot be put into the Loki job-log selector" in body["error"]["message"]
