@@ -18,7 +18,7 @@ from providers.base import (
     TraceContext,
 )
 from providers.kernel_log import KernelLogProvider
-from providers.kernel_log.sources.loki import build_query
+from providers.kernel_log.sources.logql import SelectorTemplate
 from tests.kernel_log.conftest import HEALTHY, at, deadline, make_request, rsyslog, xid
 
 URL = "http://loki.test:3100"
@@ -50,6 +50,9 @@ def provider(**extra: str) -> KernelLogProvider:
 
 
 def test_query_escapes_hosts_for_re2_and_logql_strings() -> None:
+    def build_query(template: str, hosts: list[str]) -> str:
+        return SelectorTemplate(template, "{hosts}").render_any(hosts)
+
     assert build_query('{host=~"{hosts}"}', ["gpu-1.dc", "gpu-2"]) == '{host=~"gpu-1\\\\.dc|gpu-2"}'
     assert build_query("{host=~`{hosts}`}", ["gpu-1.dc"]) == "{host=~`gpu-1\\.dc`}"
     assert build_query('{job="syslog", host=~"{hosts}"} |= "kernel"', ["a+b"]) == (
