@@ -83,7 +83,10 @@ def attribute(nodes: Sequence[str], collector: Collector, max_evidence: int, sou
                      f"{_count_list(unknown)}")  # fmt: skip
     readable_failed = len(collector.unreadable_nodes) + (1 if collector.unreadable_combined else 0)
     if readable_failed:
-        notes.append(f"{readable_failed} kernel log file group(s) could not be read")
+        if source == "loki":  # Loki is read per node: a query that failed or a name too long to send
+            notes.append(f"the kernel logs of {readable_failed} node(s) could not be read from Loki")
+        else:
+            notes.append(f"{readable_failed} kernel log file group(s) could not be read")
     if not with_logs:
         notes.insert(0, f"no kernel log lines for any of the {len(nodes)} nodes in the window")
         return _outcome([], [], notes)

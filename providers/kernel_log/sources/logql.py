@@ -21,9 +21,10 @@ import re
 from collections.abc import Sequence
 
 #: RE2's metacharacters outside a character class; escaping these makes any text match only itself
-_RE2_META = frozenset("\\.+*?()|[]{}^$")
+_RE2_ESCAPES = str.maketrans({ch: "\\" + ch for ch in "\\.+*?()|[]{}^$"})
+_GO_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"})
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _LABEL_BEFORE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*$")
-_SIMPLE_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 DOUBLE = '"'
 BACKTICK = "`"
 SEPARATOR = "|"
@@ -35,17 +36,17 @@ class TemplateError(ValueError):
 
 def regex_escape(value: str) -> str:
     """`value` as an RE2 pattern that matches exactly `value` (Loki anchors label regexes at both ends)."""
-    return "".join("\\" + ch if ch in _RE2_META else ch for ch in value)
+    return value.translate(_RE2_ESCAPES)
 
 
 def go_escape(value: str) -> str:
     """The body of a Go (and so LogQL) double-quoted string literal whose value is `value`."""
+    escaped = value.translate(_GO_ESCAPES)
+    if escaped.isprintable():
+        return escaped
     out: list[str] = []
-    for ch in value:
-        simple = _SIMPLE_ESCAPES.get(ch)
-        if simple is not None:
-            out.append(simple)
-        elif ch.isprintable():
+    for ch in escaped:
+        if ch.isprintable():
             out.append(ch)
         elif ord(ch) < 0x80:  # Go's \x escapes a byte: only an ASCII one is a whole character
             out.append(f"\\x{ord(ch):02x}")
@@ -58,7 +59,7 @@ def go_escape(value: str) -> str:
 
 def representable(value: str) -> bool:
     """Whether a LogQL string can carry `value` at all (it must be valid Unicode: no lone surrogate)."""
-    return not any(0xD800 <= ord(ch) <= 0xDFFF for ch in value)
+    return _SURROGATE.search(value) is None
 
 
 def fits_raw(value: str) -> bool:
@@ -75,7 +76,7 @@ def quote(value: str, preferred: str) -> str:
     return DOUBLE + go_escape(value) + DOUBLE
 
 
-def _string_end(text: str, start: int) -> int:
+def _string_end(text: str, start: int, where: str) -> int:
     """The index of the quote closing the string literal opened at `start`."""
     opener = text[start]
     i = start + 1
@@ -89,7 +90,7 @@ def _string_end(text: str, start: int) -> int:
         if opener == DOUBLE and ch == "\n":
             break
         i += 1
-    raise TemplateError(f"the string opened at character {start + 1} is never closed")
+    raise TemplateError(f"{where}; the string opened at character {start + 1} is never closed")
 
 
 class SelectorTemplate:
@@ -114,7 +115,7 @@ class SelectorTemplate:
                 raise TemplateError(f"{where}; it stands outside quotes at character {i + 1}")
             ch = template[i]
             if ch in (DOUBLE, BACKTICK):
-                end = _string_end(template, i)
+                end = _string_end(template, i, where)
                 content = template[i + 1 : end]
                 if placeholder in content:
                     if content != placeholder:

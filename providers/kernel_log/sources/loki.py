@@ -47,8 +47,15 @@ MSG_UNREADABLE = "the Loki log source answered with an unreadable body"
 Entry = tuple[str, int, str]
 
 
-def _q(text: str) -> str:
-    return quote(text, safe="")
+#: the bytes a URL query value keeps as they are (RFC 3986 unreserved); every other byte becomes %XX
+_UNRESERVED = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
+
+
+def encoded_length(text: str) -> int:
+    """The length of `text` once URL-encoded as a query value (what `urlencode(..., quote_via=quote)` writes)."""
+    raw = text.encode("utf-8")
+    kept = len(raw) - len(raw.translate(None, _UNRESERVED))
+    return kept + 3 * (len(raw) - kept)
 
 
 def _ns(value: datetime) -> int:
@@ -65,6 +72,8 @@ class QueryPlan:
     """The queries for a scope: each batch of nodes becomes one query; `unsendable` nodes are not queried."""
 
     batches: tuple[tuple[str, ...], ...]
+    #: the LogQL query of each batch
+    queries: tuple[str, ...]
     #: nodes whose own query URL would be longer than the limit, or whose name no LogQL string can carry
     unsendable: tuple[str, ...]
 
@@ -105,12 +114,13 @@ class LokiSource:
         """Batch `nodes` (in order) into queries whose URLs stay within `max_url_bytes` for any page of the window.
 
         URL encoding and both escapings work character by character, so a query's URL length is the length of its
-        frame plus the encoded length of each alternative and separator: it is counted, not guessed.
+        frame plus the encoded length of each alternative and separator: it is counted, not guessed. Each query is
+        `template.render_any(batch)`.
         """
         t = self.template
         # Every later page's `start` lies between `start` and `end`, so it is never written longer than these.
         widest = "9" * max(len(str(start)), len(str(end)))
-        separator = len(_q(SEPARATOR))
+        separator = encoded_length(SEPARATOR)
         unsendable: list[str] = []
         groups: dict[str, list[str]] = {}
         for node in nodes:
@@ -119,23 +129,32 @@ class LokiSource:
             else:
                 unsendable.append(node)
         batches: list[tuple[str, ...]] = []
-        for quoting, members in groups.items():
+        queries: list[str] = []
+
+        def close(quoting: str, members: list[str], alternatives: list[str]) -> None:
+            batches.append(tuple(members))
+            queries.append(t.prefix(quoting) + SEPARATOR.join(alternatives) + t.suffix(quoting))
+
+        for quoting, group in groups.items():
             base = len(self.query_url(t.prefix(quoting) + t.suffix(quoting), widest, widest))
-            current: list[str] = []
+            members: list[str] = []
+            alternatives: list[str] = []
             size = base
-            for node in members:
-                cost = len(_q(t.alternative(node, quoting)))
+            for node in group:
+                alternative = t.alternative(node, quoting)
+                cost = encoded_length(alternative)
                 if base + cost > self.max_url_bytes:
                     unsendable.append(node)
                     continue
-                if current and size + separator + cost > self.max_url_bytes:
-                    batches.append(tuple(current))
-                    current, size = [], base
-                size += cost + (separator if current else 0)
-                current.append(node)
-            if current:
-                batches.append(tuple(current))
-        return QueryPlan(tuple(batches), tuple(unsendable))
+                if members and size + separator + cost > self.max_url_bytes:
+                    close(quoting, members, alternatives)
+                    members, alternatives, size = [], [], base
+                size += cost + (separator if members else 0)
+                members.append(node)
+                alternatives.append(alternative)
+            if members:
+                close(quoting, members, alternatives)
+        return QueryPlan(tuple(batches), tuple(queries), tuple(unsendable))
 
     def scan(self, collector: Collector, deadline: Deadline, trace: TraceContext | None) -> None:
         """Query every batch of nodes, side by side, and feed the lines into the collector.
@@ -162,8 +181,7 @@ class LokiSource:
             for node in plan.unsendable:
                 collector.mark_unreadable(node)
         calls = [
-            partial(self._read_query, self.template.render_any(batch), start, end, headers, collector, deadline)
-            for batch in plan.batches
+            partial(self._read_query, query, start, end, headers, collector, deadline) for query in plan.queries
         ]
         until = time.monotonic() + deadline.remaining() * (1 - RESERVE_SHARE)
         until = max(until, deadline.expires_at - RESERVE_MAX_S)
