@@ -490,9 +490,7 @@ def test_near_miss_names_are_not_selected_by_a_batch() -> None:
 @responses.activate
 def test_a_name_too_long_for_any_url_is_reported_and_never_sent() -> None:
     long_name = "🚀" * 3000  # 36,000 bytes once URL-encoded
-    responses.get(
-        ENDPOINT, json=body(({"host": "worker-01"}, [(at(-1), rsyslog(at(-1), "worker-01", xid(79)))]))
-    )
+    responses.get(ENDPOINT, json=body(({"host": "worker-01"}, [(at(-1), rsyslog(at(-1), "worker-01", xid(79)))])))
     outcome = provider().fast(make_request(["worker-01", long_name]), deadline(5), None)
     assert [f.target for f in outcome.attributions] == [NodeTarget("worker-01")]
     assert outcome.unattributed_targets == ()

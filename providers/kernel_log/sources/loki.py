@@ -180,9 +180,7 @@ class LokiSource:
             )
             for node in plan.unsendable:
                 collector.mark_unreadable(node)
-        calls = [
-            partial(self._read_query, query, start, end, headers, collector, deadline) for query in plan.queries
-        ]
+        calls = [partial(self._read_query, query, start, end, headers, collector, deadline) for query in plan.queries]
         until = time.monotonic() + deadline.remaining() * (1 - RESERVE_SHARE)
         until = max(until, deadline.expires_at - RESERVE_MAX_S)
         failures: list[tuple[int, BaseException]] = []
