@@ -63,3 +63,4 @@ bench: $(STAMP)
 	$(PY) bench/http_throughput.py
 	$(PY) bench/concurrency.py
 	$(PY) bench/kernel_log_scan.py
+	$(PY) bench/loki_scope.py
