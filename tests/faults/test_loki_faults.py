@@ -9,6 +9,7 @@ provider call must end (the backend sees its connection closed) and the app must
 from __future__ import annotations
 
 import json
+import re
 import resource
 import select
 import socket
@@ -261,8 +262,9 @@ class _SplitLoki:
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's naming
                 query = parse_qs(urlparse(self.path).query)["query"][0]
-                value = query[query.index('=~"') + 3 : query.rindex('"')]
-                names = [n.replace("\\\\", "") for n in value.split("|")]  # plain names: only dots are escaped
+                # Plain names: the string holds no escape but the regex's doubled backslashes.
+                pattern = re.compile(query[query.index('=~"') + 3 : query.rindex('"')].replace("\\\\", "\\"))
+                names = [n for n in [*WIDE_SCOPE, "worker-01"] if pattern.fullmatch(n)]
                 split.queries.append(names)
                 self.close_connection = True
                 if FAULTY in names and split.fault == "hang":

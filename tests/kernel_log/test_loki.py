@@ -328,15 +328,19 @@ def near_misses(name: str) -> list[str]:
 
 @pytest.mark.parametrize("template", TEMPLATES)
 def test_an_alternation_of_hostile_names_matches_exactly_those_names(template: str) -> None:
-    query = SelectorTemplate(template, "{hosts}").render_any(HOSTILE)
+    # Names sharing a domain are written as one group, `(?:head|head)\\.domain`: hostile heads and domains too.
+    names = HOSTILE + [f"{h}.shared.d`om" for h in HOSTILE] + [f"n{i}.(?:x|y).*" for i in range(3)]
+    query = SelectorTemplate(template, "{hosts}").render_any(names)
     before, op, value, after = split_matcher(query)
+    assert value.count("(?:") >= 2
     # Nothing a name holds leaks out of its string: the rest of the query is the template's own text.
     assert (before, after) == frame(template)
     assert op == "=~"
     pattern = re.compile(value)  # Loki anchors a label regex at both ends: fullmatch is its meaning
-    assert all(pattern.fullmatch(name) for name in HOSTILE)
-    candidates = [m for name in HOSTILE for m in near_misses(name)] + ["a", "b", "gpu-1xdc", "anything", "X", "x"]
-    assert [c for c in candidates if pattern.fullmatch(c) and c not in HOSTILE] == []
+    assert all(pattern.fullmatch(name) for name in names)
+    candidates = [m for name in names for m in near_misses(name)] + ["a", "b", "gpu-1xdc", "anything", "X", "x"]
+    candidates += [f"{h}.shared.d`om" for h in ["", "a", "x", "ab"]] + ["n1.x.*", "n1.(?:x|y).", "n3.(?:x|y).*"]
+    assert [c for c in candidates if pattern.fullmatch(c) and c not in names] == []
 
 
 @pytest.mark.parametrize("template", TEMPLATES)
@@ -417,23 +421,37 @@ def _names_matched(query: str, candidates: list[str]) -> set[str]:
 
 
 def _literal_alternatives(pattern: str) -> list[str]:
-    """The literals of a pattern that must be an alternation of escaped literals (anything else fails the test)."""
-    out, current, i = [], [], 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\":
-            current.append(pattern[i + 1])
-            i += 2
-            continue
-        assert ch not in ".+*?()[]{}^$", f"unescaped {ch!r} in {pattern!r}"
-        if ch == "|":
-            out.append("".join(current))
-            current = []
-        else:
-            current.append(ch)
+    """The names a pattern matches, which must be an alternation of escaped literals, each possibly a group of
+    literal heads with one literal domain after it, `(?:a|b)\\.dc` (anything else fails the test)."""
+
+    def literal(i: int, stops: str) -> tuple[str, int]:
+        out = []
+        while i < len(pattern) and pattern[i] not in stops:
+            if pattern[i] == "\\":
+                out.append(pattern[i + 1])
+                i += 2
+                continue
+            assert pattern[i] not in ".+*?()[]{}^$", f"unescaped {pattern[i]!r} in {pattern!r}"
+            out.append(pattern[i])
+            i += 1
+        return "".join(out), i
+
+    names, i = [], 0
+    while True:
+        heads = [""]
+        if pattern.startswith("(?:", i):
+            heads, i = [], i + 3
+            while True:
+                head, i = literal(i, "|)")
+                heads.append(head)
+                i += 1
+                if pattern[i - 1] == ")":
+                    break
+        rest, i = literal(i, "|")
+        names.extend(h + rest for h in heads)
+        if i >= len(pattern):
+            return names
         i += 1
-    out.append("".join(current))
-    return out
 
 
 DOTTED = lambda i: f"{i:05d}." + "a.b" * 82  # noqa: E731 - 253 characters, a third dots (each escaped twice)

@@ -28,6 +28,8 @@ _LABEL_BEFORE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*$")
 DOUBLE = '"'
 BACKTICK = "`"
 SEPARATOR = "|"
+GROUP_OPEN = "(?:"
+GROUP_CLOSE = ")"
 
 
 class TemplateError(ValueError):
@@ -170,8 +172,11 @@ class SelectorTemplate:
         return self._fill(self.operator, quote(content, self.quoting))
 
     # The pieces of render_any, for callers that size queries before building them (URL length, see loki.py):
-    # render_any(values) == prefix(q) + SEPARATOR.join(alternative(v, q) for v in values) + suffix(q),
-    # with q = quoting_for(values).
+    # render_any(values) == prefix(q) + alternation(values, q) + suffix(q), with q = quoting_for(values). The
+    # alternation is made of alternative(v, q) joined by SEPARATOR, except that a run of consecutive values sharing
+    # one domain (the text from their first dot) is written once as GROUP_OPEN + heads joined + GROUP_CLOSE +
+    # domain: `(?:gpu-1|gpu-2)\.dc` for gpu-1.dc and gpu-2.dc, which matches exactly those two names and is
+    # shorter for the usual cluster of FQDNs.
 
     def quoting_for(self, values: Sequence[str]) -> str:
         """The quoting `render_any` uses for `values`: the template's, unless a value does not fit a raw string."""
@@ -186,6 +191,23 @@ class SelectorTemplate:
         pattern = regex_escape(value)
         return pattern if quoting == BACKTICK else go_escape(pattern)
 
+    def alternation(self, values: Sequence[str], quoting: str) -> str:
+        """The escaped RE2 alternation matching exactly `values` (see above for the shared-domain runs)."""
+        out: list[str] = []
+        i = 0
+        while i < len(values):
+            head, domain = split_domain(values[i])
+            j = i + 1
+            while domain and j < len(values) and split_domain(values[j])[1] == domain:
+                j += 1
+            if j - i == 1 or not domain:
+                out.append(self.alternative(values[i], quoting))
+            else:
+                heads = SEPARATOR.join(self.alternative(split_domain(v)[0], quoting) for v in values[i:j])
+                out.append(GROUP_OPEN + heads + GROUP_CLOSE + self.alternative(domain, quoting))
+            i = j
+        return SEPARATOR.join(out)
+
     def prefix(self, quoting: str) -> str:
         return self._head + "=~" + self._gap + quoting
 
@@ -197,7 +219,22 @@ class SelectorTemplate:
         if not values:
             raise ValueError("render_any needs at least one value")
         q = self.quoting_for(values)
-        return self.prefix(q) + SEPARATOR.join(self.alternative(v, q) for v in values) + self.suffix(q)
+        return self.prefix(q) + self.alternation(values, q) + self.suffix(q)
 
 
-__all__ = ["SelectorTemplate", "TemplateError", "regex_escape", "go_escape", "quote", "representable", "fits_raw"]
+def split_domain(value: str) -> tuple[str, str]:
+    """(the name before its first dot, the rest from that dot on); the rest is empty for a name with no dot."""
+    at = value.find(".")
+    return (value, "") if at < 0 else (value[:at], value[at:])
+
+
+__all__ = [
+    "SelectorTemplate",
+    "split_domain",
+    "TemplateError",
+    "regex_escape",
+    "go_escape",
+    "quote",
+    "representable",
+    "fits_raw",
+]

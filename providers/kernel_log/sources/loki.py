@@ -24,7 +24,14 @@ from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutErr
 from providers.kernel_log.collect import Collector
 from providers.kernel_log.parse import parse_line
 from providers.kernel_log.sources.fanout import NotFinished, fan_out
-from providers.kernel_log.sources.logql import SEPARATOR, SelectorTemplate, representable
+from providers.kernel_log.sources.logql import (
+    GROUP_CLOSE,
+    GROUP_OPEN,
+    SEPARATOR,
+    SelectorTemplate,
+    representable,
+    split_domain,
+)
 
 log = logging.getLogger("attribution_adapter.kernel_log")
 
@@ -111,7 +118,7 @@ class LokiSource:
         return self.endpoint + "?" + urlencode(params, quote_via=quote)
 
     def plan(self, nodes: Sequence[str], start: int, end: int) -> QueryPlan:
-        """Batch `nodes` (in order) into queries whose URLs stay within `max_url_bytes` for any page of the window.
+        """Batch `nodes` into queries whose URLs stay within `max_url_bytes` for any page of the window.
 
         URL encoding and both escapings work character by character, so a query's URL length is the length of its
         frame plus the encoded length of each alternative and separator: it is counted, not guessed. Each query is
@@ -130,30 +137,40 @@ class LokiSource:
                 unsendable.append(node)
         batches: list[tuple[str, ...]] = []
         queries: list[str] = []
-
-        def close(quoting: str, members: list[str], alternatives: list[str]) -> None:
-            batches.append(tuple(members))
-            queries.append(t.prefix(quoting) + SEPARATOR.join(alternatives) + t.suffix(quoting))
-
+        grouping = encoded_length(GROUP_OPEN + GROUP_CLOSE)
         for quoting, group in groups.items():
             base = len(self.query_url(t.prefix(quoting) + t.suffix(quoting), widest, widest))
+            domain_cost: dict[str, int] = {}
             members: list[str] = []
-            alternatives: list[str] = []
             size = base
-            for node in group:
-                alternative = t.alternative(node, quoting)
-                cost = encoded_length(alternative)
-                if base + cost > self.max_url_bytes:
+            run_domain, run_length = "", 0
+            # Names of one domain side by side, so that each query writes their domain once (see SelectorTemplate).
+            for node in sorted(group, key=lambda n: split_domain(n)[::-1]):
+                head, domain = split_domain(node)
+                cost = encoded_length(t.alternative(head, quoting))
+                if domain not in domain_cost:
+                    domain_cost[domain] = encoded_length(t.alternative(domain, quoting))
+                alone = cost + domain_cost[domain]
+                if base + alone > self.max_url_bytes:
                     unsendable.append(node)
                     continue
-                if members and size + separator + cost > self.max_url_bytes:
-                    close(quoting, members, alternatives)
-                    members, alternatives, size = [], [], base
-                size += cost + (separator if members else 0)
+                if members and domain and domain == run_domain:
+                    extra = separator + cost + (grouping if run_length == 1 else 0)
+                else:
+                    extra = (separator if members else 0) + alone
+                if members and size + extra > self.max_url_bytes:
+                    batches.append(tuple(members))
+                    queries.append(t.prefix(quoting) + t.alternation(members, quoting) + t.suffix(quoting))
+                    members, size, run_domain, run_length, extra = [], base, "", 0, alone
+                size += extra
                 members.append(node)
-                alternatives.append(alternative)
+                if domain and domain == run_domain:
+                    run_length += 1
+                else:
+                    run_domain, run_length = domain, 1
             if members:
-                close(quoting, members, alternatives)
+                batches.append(tuple(members))
+                queries.append(t.prefix(quoting) + t.alternation(members, quoting) + t.suffix(quoting))
         return QueryPlan(tuple(batches), tuple(queries), tuple(unsendable))
 
     def scan(self, collector: Collector, deadline: Deadline, trace: TraceContext | None) -> None:
