@@ -586,3 +586,22 @@ def test_queries_run_side_by_side_never_more_than_the_setting(concurrency: int) 
     assert "could not be read" not in outcome.error.message
     assert _CountingLoki.calls > 2 * concurrency  # enough queries to fill every slot more than once
     assert _CountingLoki.most == concurrency
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [
+        ("0", "ATTRIBUTION_LOKI_CONCURRENCY=0 is out of range: it must be between 1 and 64"),
+        ("65", "ATTRIBUTION_LOKI_CONCURRENCY=65 is out of range: it must be between 1 and 64"),
+        ("eight", "ATTRIBUTION_LOKI_CONCURRENCY='eight' is not an integer"),
+    ],
+)
+def test_concurrency_setting_is_checked_at_construction(value: str, needle: str) -> None:
+    with pytest.raises(ProviderConstructionError) as info:
+        provider(ATTRIBUTION_LOKI_CONCURRENCY=value)
+    assert str(info.value) == needle
+
+
+def test_concurrency_defaults_to_8() -> None:
+    assert provider().settings.source.concurrency == 8
+    assert provider(ATTRIBUTION_LOKI_CONCURRENCY="64").settings.source.concurrency == 64
