@@ -66,3 +66,4 @@ bench: $(STAMP)
 	$(PY) bench/concurrency.py
 	$(PY) bench/kernel_log_scan.py
 	$(PY) bench/hostile.py
+	$(PY) bench/loki_scope.py

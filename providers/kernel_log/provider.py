@@ -29,7 +29,8 @@ from providers.kernel_log.joblogs import FileJobLogSource, JobLogSource, job_log
 from providers.kernel_log.rules import attribute, attribute_epilog
 from providers.kernel_log.sources import LogSource
 from providers.kernel_log.sources.files import DEFAULT_COMBINED, FileSource
-from providers.kernel_log.sources.loki import DEFAULT_SELECTOR, PLACEHOLDER, LokiSource
+from providers.kernel_log.sources.logql import TemplateError
+from providers.kernel_log.sources.loki import DEFAULT_CONCURRENCY, DEFAULT_SELECTOR, LokiSource
 from providers.kernel_log.sources.loki_jobs import LokiJobLogSource, template_problem
 
 EPILOG_NOT_CONFIGURED = "epilog health-check logs are not configured"
@@ -50,6 +51,7 @@ SETTINGS: tuple[str, ...] = (
     "ATTRIBUTION_LOKI_MAX_PAGES",
     "ATTRIBUTION_LOKI_TENANT",
     "ATTRIBUTION_LOKI_HOST_LABEL",
+    "ATTRIBUTION_LOKI_CONCURRENCY",
     "ATTRIBUTION_LOKI_JOB_SELECTOR",
     "ATTRIBUTION_EPILOG_DIR",
     "ATTRIBUTION_JOB_LOG_DIR",
@@ -149,19 +151,21 @@ def parse_settings(options: Mapping[str, str]) -> Settings:
         if not re.match(r"^https?://[^/\s]+", url):
             raise ProviderConstructionError(f"ATTRIBUTION_LOKI_URL={url!r} is not an http:// or https:// URL")
         selector = _get(options, "ATTRIBUTION_LOKI_SELECTOR") or DEFAULT_SELECTOR
-        if PLACEHOLDER not in selector:
-            raise ProviderConstructionError(f"ATTRIBUTION_LOKI_SELECTOR must contain the {PLACEHOLDER} placeholder")
         label = _get(options, "ATTRIBUTION_LOKI_HOST_LABEL") or "host"
         if not _LABEL.match(label):
             raise ProviderConstructionError(f"ATTRIBUTION_LOKI_HOST_LABEL={label!r} is not a Loki label name")
-        source = LokiSource(
-            url,
-            selector=selector,
-            limit=_int(options, "ATTRIBUTION_LOKI_LIMIT", 1000, 1, 5000),
-            max_pages=_int(options, "ATTRIBUTION_LOKI_MAX_PAGES", 10, 1, 100),
-            tenant=_get(options, "ATTRIBUTION_LOKI_TENANT"),
-            host_label=label,
-        )
+        try:
+            source = LokiSource(
+                url,
+                selector=selector,
+                limit=_int(options, "ATTRIBUTION_LOKI_LIMIT", 1000, 1, 5000),
+                max_pages=_int(options, "ATTRIBUTION_LOKI_MAX_PAGES", 10, 1, 100),
+                tenant=_get(options, "ATTRIBUTION_LOKI_TENANT"),
+                host_label=label,
+                concurrency=_int(options, "ATTRIBUTION_LOKI_CONCURRENCY", DEFAULT_CONCURRENCY, 1, 64),
+            )
+        except TemplateError as exc:
+            raise ProviderConstructionError(f"ATTRIBUTION_LOKI_SELECTOR={selector!r} cannot be used: {exc}") from exc
     else:
         raise ProviderConstructionError(f"ATTRIBUTION_KERNEL_LOG_SOURCE={kind!r} is unknown: choose 'files' or 'loki'")
     epilog_dir = None

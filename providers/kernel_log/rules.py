@@ -99,7 +99,10 @@ def attribute(
                      f"{_count_list(unknown)}")  # fmt: skip
     readable_failed = len(collector.unreadable_nodes) + (1 if collector.unreadable_combined else 0)
     if readable_failed:
-        notes.append(f"{readable_failed} kernel log file group(s) could not be read")
+        if source == "loki":  # Loki is read per node: a query that failed or a name too long to send
+            notes.append(f"the kernel logs of {readable_failed} node(s) could not be read from Loki")
+        else:
+            notes.append(f"{readable_failed} kernel log file group(s) could not be read")
     if job is not None:
         notes.extend(job.notes)
     if not with_logs:

@@ -9,16 +9,22 @@ provider call must end (the backend sees its connection closed) and the app must
 from __future__ import annotations
 
 import json
+import re
 import resource
+import select
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 
 from tests.faults.conftest import (
     DETECTED_AT,
+    HANDLER_BOUND_S,
     NODES,
     OUTSIDE,
     URL,
@@ -228,3 +234,106 @@ def test_nodes_outside_the_scope_are_never_reported(loki_app, backend: Backend) 
     assert [f["target"] for f in data["attributions"]] == [{"type": "Node", "name": "worker-01"}]
     assert OUTSIDE not in response.get_data(as_text=True)
     check_in_scope(data, NODES)
+
+
+# ---------------------------------------------------------------- a scope split over several queries
+
+#: a scope large enough for several queries; each name's place in them is found by the stub from the query itself
+WIDE_SCOPE = [f"gpu-node-{i:04d}.cluster.example.internal" for i in range(1200)]
+FAULTY = "gpu-node-0900.cluster.example.internal"  # its query hangs or fails
+BROKEN_GPU = "gpu-node-0001.cluster.example.internal"  # has an Xid 79, in a query that answers
+
+
+class _SplitLoki:
+    """A loopback Loki that answers each query for its own names: one healthy line each, an Xid on BROKEN_GPU;
+    the query holding FAULTY hangs (until the client goes, at most HANDLER_BOUND_S) or answers HTTP 500."""
+
+    def __init__(self, fault: str) -> None:
+        self.fault = fault
+        self.queries: list[list[str]] = []
+        self.gone = threading.Event()
+        split = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                query = parse_qs(urlparse(self.path).query)["query"][0]
+                # Plain names: the string holds no escape but the regex's doubled backslashes.
+                pattern = re.compile(query[query.index('=~"') + 3 : query.rindex('"')].replace("\\\\", "\\"))
+                names = [n for n in [*WIDE_SCOPE, "worker-01"] if pattern.fullmatch(n)]
+                split.queries.append(names)
+                self.close_connection = True
+                if FAULTY in names and split.fault == "hang":
+                    end = time.monotonic() + HANDLER_BOUND_S
+                    while time.monotonic() < end:
+                        readable, _, _ = select.select([self.connection], [], [], 0.05)
+                        if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                            split.gone.set()
+                            return
+                    return
+                if FAULTY in names:
+                    self._send(500, b'{"error": "internal"}')
+                    return
+                at = DETECTED_AT - timedelta(minutes=3)
+                lines = {n: [(at, f"{at.isoformat()} {n} kernel: usb 1-1: new device")] for n in names}
+                if BROKEN_GPU in names:
+                    lines[BROKEN_GPU].append((at, rsyslog_xid(at, BROKEN_GPU)))
+                self._send(200, loki_body(lines))
+
+            def _send(self, status: int, payload: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def __enter__(self) -> _SplitLoki:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+@pytest.mark.parametrize("fault", ["hang", "status500"])
+def test_one_failing_query_of_many_keeps_the_others_findings(fault: str) -> None:
+    """A query that hangs past the deadline or fails: the other queries' findings stay, its nodes are reported
+    as not read (never unattributed), and a hanging query does not hold the answer past timeout_ms."""
+    with _SplitLoki(fault) as loki:
+        client = make_app(loki_options(loki.url, ATTRIBUTION_LOKI_CONCURRENCY="4")).test_client()
+        started = time.monotonic()
+        response = client.post(URL, json=request_body(timeout_ms=2000, nodes=WIDE_SCOPE))
+        elapsed = time.monotonic() - started
+        assert response.status_code == 200
+        data = response.get_json()
+        check_in_scope(data, WIDE_SCOPE)
+        assert len(loki.queries) >= 3  # the scope was split
+        (lost,) = [q for q in loki.queries if FAULTY in q]
+        assert [f["target"]["name"] for f in data["attributions"]] == [BROKEN_GPU]
+        assert data["error"]["type"] == "insufficient_telemetry"
+        assert f"the kernel logs of {len(lost)} node(s) could not be read from Loki" in data["error"]["message"]
+        unattributed = {t["name"] for t in data["unattributed_targets"]}
+        assert unattributed == set(WIDE_SCOPE) - set(lost) - {BROKEN_GPU}
+        assert elapsed < 10  # liveness only: the answer came, with the others' findings, not a timeout
+        if fault == "hang":
+            assert loki.gone.wait(5), "the hanging query's connection was never closed"
+
+
+def test_every_query_failing_is_service_error() -> None:
+    with _SplitLoki("status500") as loki:
+        client = make_app(loki_options(loki.url)).test_client()
+        # Every query holds FAULTY's name when the scope is just it and a few others.
+        response = client.post(URL, json=request_body(nodes=[FAULTY, "worker-01"]))
+    data = check_typed_error(response, "service_error")
+    assert data["error"]["message"] == "the Loki log source answered HTTP 500"

@@ -53,7 +53,8 @@ def logs(tmp_path: Path) -> str:
                 "ATTRIBUTION_LOKI_URL": "http://l",
                 "ATTRIBUTION_LOKI_SELECTOR": '{host="a"}',
             },
-            "ATTRIBUTION_LOKI_SELECTOR must contain",
+            "ATTRIBUTION_LOKI_SELECTOR='{host=\"a\"}' cannot be used: the placeholder {hosts} must be the whole "
+            'quoted value of a label matcher, e.g. {host=~"{hosts}"}; the template does not contain it',
         ),
         (
             {

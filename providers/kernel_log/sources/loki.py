@@ -1,12 +1,21 @@
-"""The `loki` source: Grafana Loki's `GET /loki/api/v1/query_range`, paged forward in time."""
+"""The `loki` source: Grafana Loki's `GET /loki/api/v1/query_range`, paged forward in time.
+
+A scope's nodes are put into as few queries as fit: one `=~` alternation of the escaped names per query, each query
+URL at most `max_url_bytes` long once escaped and URL-encoded (the request-line buffer of the proxies Loki usually
+sits behind is 8 KiB). The queries run side by side, at most `concurrency` at once, within the request's deadline.
+"""
 
 from __future__ import annotations
 
 import json
-import re
+import logging
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import requests
 import urllib3.exceptions
@@ -14,45 +23,46 @@ import urllib3.exceptions
 from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, SourceFailure, TraceContext
 from providers.kernel_log.collect import Collector
 from providers.kernel_log.parse import parse_line
+from providers.kernel_log.sources.fanout import NotFinished, fan_out
+from providers.kernel_log.sources.logql import (
+    GROUP_CLOSE,
+    GROUP_OPEN,
+    SEPARATOR,
+    SelectorTemplate,
+    representable,
+    split_domain,
+)
+
+log = logging.getLogger("attribution_adapter.kernel_log")
 
 DEFAULT_SELECTOR = '{host=~"{hosts}"}'
 PLACEHOLDER = "{hosts}"
-#: the longest host alternation put into one query; a larger scope is split into several queries
-MAX_ALTERNATION = 8000
+#: the longest query URL sent (scheme, host, path and the encoded query string)
+MAX_URL_BYTES = 8 * 1024
+DEFAULT_CONCURRENCY = 8
 #: the largest answer body read for one page; a Loki that sends more is answering something else
 MAX_PAGE_BYTES = 32 * 1024 * 1024
 READ_CHUNK = 64 * 1024
+#: the time kept between the last query answer taken and the deadline, for attribution and the reply: this share
+#: of the time left when the scan starts, at most RESERVE_MAX_S
+RESERVE_SHARE = 0.1
+RESERVE_MAX_S = 0.25
 MSG_TIMEOUT = "the Loki log source did not answer in time"
 MSG_UNREADABLE = "the Loki log source answered with an unreadable body"
-_RE2_SPECIAL = re.compile(r"([\\.+*?()|\[\]{}^$])")
+
+#: (scope node, ns timestamp, line) of one Loki entry
+Entry = tuple[str, int, str]
 
 
-def host_alternation(hosts: Sequence[str], raw_string: bool) -> str:
-    """An anchored-by-Loki regex alternation of `hosts`, escaped for RE2 and, unless raw, for a "..." string."""
-    pattern = "|".join(_RE2_SPECIAL.sub(r"\\\1", h) for h in hosts)
-    if raw_string:
-        return pattern
-    # Inside a LogQL double-quoted string a backslash and a quote need escaping themselves.
-    return pattern.replace("\\", "\\\\").replace('"', '\\"')
+#: the bytes a URL query value keeps as they are (RFC 3986 unreserved); every other byte becomes %XX
+_UNRESERVED = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
 
 
-def build_query(template: str, hosts: Sequence[str]) -> str:
-    """Fill the selector template's `{hosts}` placeholder (no str.format: LogQL selectors are full of braces)."""
-    at = template.index(PLACEHOLDER)
-    raw_string = at > 0 and template[at - 1] == "`"
-    return template.replace(PLACEHOLDER, host_alternation(hosts, raw_string))
-
-
-def _batches(hosts: Sequence[str]) -> list[list[str]]:
-    batches: list[list[str]] = [[]]
-    size = 0
-    for host in hosts:
-        if batches[-1] and size + len(host) + 1 > MAX_ALTERNATION:
-            batches.append([])
-            size = 0
-        batches[-1].append(host)
-        size += len(host) + 1
-    return [b for b in batches if b]
+def encoded_length(text: str) -> int:
+    """The length of `text` once URL-encoded as a query value (what `urlencode(..., quote_via=quote)` writes)."""
+    raw = text.encode("utf-8")
+    kept = len(raw) - len(raw.translate(None, _UNRESERVED))
+    return kept + 3 * (len(raw) - kept)
 
 
 MAX_NS = 2**63 - 1
@@ -67,6 +77,17 @@ def _from_ns(value: int) -> datetime:
     return datetime.fromtimestamp(value // 1000 / 1_000_000, tz=timezone.utc)
 
 
+@dataclass(frozen=True)
+class QueryPlan:
+    """The queries for a scope: each batch of nodes becomes one query; `unsendable` nodes are not queried."""
+
+    batches: tuple[tuple[str, ...], ...]
+    #: the LogQL query of each batch
+    queries: tuple[str, ...]
+    #: nodes whose own query URL would be longer than the limit, or whose name no LogQL string can carry
+    unsendable: tuple[str, ...]
+
+
 class LokiSource:
     """Queries Loki for the scope's hosts over the window, at most `max_pages` pages per query."""
 
@@ -75,98 +96,196 @@ class LokiSource:
     def __init__(
         self,
         url: str,
-        selector: str = DEFAULT_SELECTOR,
+        selector: str | SelectorTemplate = DEFAULT_SELECTOR,
         limit: int = 1000,
         max_pages: int = 10,
         tenant: str | None = None,
         host_label: str = "host",
+        concurrency: int = DEFAULT_CONCURRENCY,
+        max_url_bytes: int = MAX_URL_BYTES,
     ) -> None:
+        """Raises logql.TemplateError when `selector` is not a usable template for `{hosts}`."""
         self.endpoint = url.rstrip("/") + "/loki/api/v1/query_range"
-        self.selector = selector
+        self.template = selector if isinstance(selector, SelectorTemplate) else SelectorTemplate(selector, PLACEHOLDER)
+        self.selector = self.template.template
         self.limit = limit
         self.max_pages = max_pages
         self.tenant = tenant
         self.host_label = host_label
+        self.concurrency = concurrency
+        self.max_url_bytes = max_url_bytes
+
+    def query_url(self, query: str, start: int | str, end: int | str) -> str:
+        """The exact URL requested for one page (what the URL limit counts)."""
+        params = [("query", query), ("start", start), ("end", end), ("limit", self.limit), ("direction", "forward")]
+        return self.endpoint + "?" + urlencode(params, quote_via=quote)
+
+    def plan(self, nodes: Sequence[str], start: int, end: int) -> QueryPlan:
+        """Batch `nodes` into queries whose URLs stay within `max_url_bytes` for any page of the window.
+
+        URL encoding and both escapings work character by character, so a query's URL length is the length of its
+        frame plus the encoded length of each alternative and separator: it is counted, not guessed. Each query is
+        `template.render_any(batch)`.
+        """
+        t = self.template
+        # Every later page's `start` lies between `start` and `end`, so it is never written longer than these.
+        widest = "9" * max(len(str(start)), len(str(end)))
+        separator = encoded_length(SEPARATOR)
+        unsendable: list[str] = []
+        groups: dict[str, list[str]] = {}
+        for node in nodes:
+            if representable(node):
+                groups.setdefault(t.quoting_for([node]), []).append(node)
+            else:
+                unsendable.append(node)
+        batches: list[tuple[str, ...]] = []
+        queries: list[str] = []
+        grouping = encoded_length(GROUP_OPEN + GROUP_CLOSE)
+        for quoting, group in groups.items():
+            base = len(self.query_url(t.prefix(quoting) + t.suffix(quoting), widest, widest))
+            domain_cost: dict[str, int] = {}
+            members: list[str] = []
+            size = base
+            run_domain, run_length = "", 0
+            # Names of one domain side by side, so that each query writes their domain once (see SelectorTemplate).
+            for node in sorted(group, key=lambda n: split_domain(n)[::-1]):
+                head, domain = split_domain(node)
+                cost = encoded_length(t.alternative(head, quoting))
+                if domain not in domain_cost:
+                    domain_cost[domain] = encoded_length(t.alternative(domain, quoting))
+                alone = cost + domain_cost[domain]
+                if base + alone > self.max_url_bytes:
+                    unsendable.append(node)
+                    continue
+                if members and domain and domain == run_domain:
+                    extra = separator + cost + (grouping if run_length == 1 else 0)
+                else:
+                    extra = (separator if members else 0) + alone
+                if members and size + extra > self.max_url_bytes:
+                    batches.append(tuple(members))
+                    queries.append(t.prefix(quoting) + t.alternation(members, quoting) + t.suffix(quoting))
+                    members, size, run_domain, run_length, extra = [], base, "", 0, alone
+                size += extra
+                members.append(node)
+                if domain and domain == run_domain:
+                    run_length += 1
+                else:
+                    run_domain, run_length = domain, 1
+            if members:
+                batches.append(tuple(members))
+                queries.append(t.prefix(quoting) + t.alternation(members, quoting) + t.suffix(quoting))
+        return QueryPlan(tuple(batches), tuple(queries), tuple(unsendable))
 
     def scan(self, collector: Collector, deadline: Deadline, trace: TraceContext | None) -> None:
-        """Query every batch of hosts and feed the lines into the collector."""
+        """Query every batch of nodes, side by side, and feed the lines into the collector.
+
+        Nodes that could not be queried (a name too long for the URL limit, a failed query while others answered,
+        a query still running when the answer is due) are marked unreadable: never unattributed, and the answer
+        says so. When every query failed, the first failure is raised as the whole source's failure.
+        """
         headers: dict[str, str] = {"Accept": "application/json"}
         if trace is not None:
             headers.update(trace.headers())
         if self.tenant:
             headers["X-Scope-OrgID"] = self.tenant
-        nodes = sorted(set(collector.nodes))
-        with requests.Session() as session:
-            for batch in _batches(nodes):
-                self._query(session, headers, build_query(self.selector, batch), collector, deadline)
-
-    def _query(
-        self,
-        session: requests.Session,
-        headers: dict[str, str],
-        query: str,
-        collector: Collector,
-        deadline: Deadline,
-    ) -> None:
         # Loki's times are 64-bit nanoseconds since 1970: a window reaching toward year 1 or 9999 is clipped to
         # them, and one wholly outside them holds no line.
         start = max(0, _ns(collector.window.start))
         end = min(_ns(collector.window.end) + 1, MAX_NS)  # Loki's end is exclusive; the window's end is inclusive
         if end <= start:
             return
-        seen_at_start: set[tuple[str, int, str]] = set()
-        for _ in range(self.max_pages):
-            params: dict[str, str | int] = {
-                "query": query,
-                "start": start,
-                "end": end,
-                "limit": self.limit,
-                "direction": "forward",
-            }
-            body = self._get(session, headers, params, deadline)
-            entries, total = _entries(body, self.host_label)
-            if total > self.limit:
-                raise ProviderProcessingError(
-                    "the Loki log source answered with more entries than the limit asked for",
-                    kind=SourceFailure.MALFORMED,
-                )
-            fresh = 0
-            last = start
-            page_keys: set[tuple[str, int, str]] = set()
-            for host, ts, line in entries:
-                key = (host, ts, line)
-                last = max(last, ts)
-                if ts == start and key in seen_at_start:
-                    continue  # already taken on the previous page: paging restarts at its last timestamp
-                fresh += 1
-                page_keys.add(key)
-                node = collector.node_for(host)
-                if node is None:
-                    continue
-                parsed = parse_line(line)
-                if parsed is not None and parsed.tag is not None:
-                    message, tag = parsed.message, parsed.tag
-                else:
-                    message, tag = line, None
-                collector.add(node, _from_ns(ts), message, line, tag)
-            if total < self.limit:
-                return
-            if fresh == 0:
-                break  # a whole page at one timestamp: no way forward
-            # Page forward from the last timestamp received, inclusive, so entries sharing it are not lost;
-            # the ones already taken at that instant are recognised and skipped.
-            seen_at_start = {k for k in page_keys if k[1] == last} | (seen_at_start if last == start else set())
-            start = last
-        collector.truncated = True
+        plan = self.plan(sorted(set(collector.nodes)), start, end)
+        if plan.unsendable:
+            log.warning(
+                "%d node name(s) do not fit in a Loki query of %d bytes (or hold no valid text); their kernel logs "
+                "were not read",
+                len(plan.unsendable),
+                self.max_url_bytes,
+            )
+            for node in plan.unsendable:
+                collector.mark_unreadable(node)
+        calls = [partial(self._read_query, query, start, end, headers, collector, deadline) for query in plan.queries]
+        until = time.monotonic() + deadline.remaining() * (1 - RESERVE_SHARE)
+        until = max(until, deadline.expires_at - RESERVE_MAX_S)
+        failures: list[tuple[int, BaseException]] = []
+        for index, result in fan_out(calls, self.concurrency, until, "loki-query"):
+            if isinstance(result, BaseException):
+                failures.append((index, result))
+                continue
+            entries, truncated = result
+            _feed(collector, entries)
+            collector.truncated |= truncated
+        if not failures:
+            return
+        failures.sort(key=lambda f: f[0])
+        if len(failures) == len(calls):
+            first = failures[0][1]
+            if isinstance(first, NotFinished):
+                raise ProviderTimeoutError(MSG_TIMEOUT)
+            raise first
+        lost = 0
+        for index, _ in failures:
+            for node in plan.batches[index]:
+                collector.mark_unreadable(node)
+                lost += 1
+        log.warning(
+            "%d of %d Loki queries failed or were unfinished at the deadline (%s); %d node(s) not read",
+            len(failures),
+            len(calls),
+            "; ".join(sorted({_describe(e) for _, e in failures})),
+            lost,
+        )
 
-    def _get(
-        self, session: requests.Session, headers: dict[str, str], params: dict[str, str | int], deadline: Deadline
-    ) -> Any:
+    def _read_query(
+        self,
+        query: str,
+        start: int,
+        end: int,
+        headers: dict[str, str],
+        collector: Collector,
+        deadline: Deadline,
+    ) -> tuple[list[Entry], bool]:
+        """Every in-scope entry one query finds in the window (pages forward), and whether the page limit cut it."""
+        out: list[Entry] = []
+        seen_at_start: set[tuple[str, int, str]] = set()
+        with requests.Session() as session:
+            for _ in range(self.max_pages):
+                body = self._get(session, headers, self.query_url(query, start, end), deadline)
+                entries, total = _entries(body, self.host_label)
+                if total > self.limit:
+                    raise ProviderProcessingError(
+                        "the Loki log source answered with more entries than the limit asked for",
+                        kind=SourceFailure.MALFORMED,
+                    )
+                fresh = 0
+                last = start
+                page_keys: set[tuple[str, int, str]] = set()
+                for host, ts, line in entries:
+                    key = (host, ts, line)
+                    last = max(last, ts)
+                    if ts == start and key in seen_at_start:
+                        continue  # already taken on the previous page: paging restarts at its last timestamp
+                    fresh += 1
+                    page_keys.add(key)
+                    node = collector.node_for(host)  # a read-only lookup, safe from any thread
+                    if node is not None:
+                        out.append((node, ts, line))
+                if total < self.limit:
+                    return out, False
+                if fresh == 0:
+                    break  # a whole page at one timestamp: no way forward
+                # Page forward from the last timestamp received, inclusive, so entries sharing it are not lost;
+                # the ones already taken at that instant are recognised and skipped.
+                seen_at_start = {k for k in page_keys if k[1] == last} | (seen_at_start if last == start else set())
+                start = last
+        return out, True
+
+    def _get(self, session: requests.Session, headers: dict[str, str], url: str, deadline: Deadline) -> Any:
         remaining = deadline.remaining()
         if remaining <= 0:
             raise ProviderTimeoutError(MSG_TIMEOUT)
         try:
-            with session.get(self.endpoint, params=params, headers=headers, timeout=remaining, stream=True) as response:
+            with session.get(url, headers=headers, timeout=remaining, stream=True) as response:
                 if response.status_code != 200:
                     raise ProviderProcessingError(
                         f"the Loki log source answered HTTP {response.status_code}", kind=SourceFailure.UNREADABLE
@@ -182,6 +301,24 @@ class LokiSource:
             return json.loads(raw)
         except (ValueError, RecursionError) as exc:
             raise ProviderProcessingError(MSG_UNREADABLE, kind=SourceFailure.MALFORMED) from exc
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, NotFinished):
+        return "unfinished at the deadline"
+    if isinstance(error, ProviderProcessingError):
+        return str(error)
+    return type(error).__name__
+
+
+def _feed(collector: Collector, entries: list[Entry]) -> None:
+    for node, ts, line in entries:
+        parsed = parse_line(line)
+        if parsed is not None and parsed.tag is not None:
+            message, tag = parsed.message, parsed.tag
+        else:
+            message, tag = line, None
+        collector.add(node, _from_ns(ts), message, line, tag)
 
 
 def _read_body(response: requests.Response, deadline: Deadline) -> bytes:
