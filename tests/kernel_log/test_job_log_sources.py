@@ -14,7 +14,7 @@ from app import create_app
 from app.settings import Settings
 from providers.base import ProviderConstructionError
 from providers.kernel_log import KernelLogProvider
-from providers.kernel_log.sources.loki_jobs import build_job_query, quote_value, template_problem
+from providers.kernel_log.sources.loki_jobs import build_job_query, template_problem
 from tests.joblog import fixtures as fx
 
 URL = "http://loki.test:3100"
@@ -38,8 +38,8 @@ def dirs(tmp_path: Path) -> tuple[str, str]:
         ({"ATTRIBUTION_JOB_LOG_MAX_REQUEST_BYTES": "0"}, "ATTRIBUTION_JOB_LOG_MAX_REQUEST_BYTES=0 is out of range"),
         ({"ATTRIBUTION_JOB_LOG_MAX_REQUEST_BYTES": "1MiB"}, "ATTRIBUTION_JOB_LOG_MAX_REQUEST_BYTES='1MiB' is not an"),
         ({"ATTRIBUTION_LOKI_JOB_SELECTOR": '{job="x"}'}, "must contain the {workload_id} placeholder"),
-        ({"ATTRIBUTION_LOKI_JOB_SELECTOR": "{job={workload_id}}"}, "as a whole quoted label value"),
-        ({"ATTRIBUTION_LOKI_JOB_SELECTOR": '{job=~"t-{workload_id}.*"}'}, "as a whole quoted label value"),
+        ({"ATTRIBUTION_LOKI_JOB_SELECTOR": "{job={workload_id}}"}, "whole quoted value of a label matcher"),
+        ({"ATTRIBUTION_LOKI_JOB_SELECTOR": '{job=~"t-{workload_id}.*"}'}, "whole quoted value of a label matcher"),
         ({"ATTRIBUTION_LOKI_JOB_SELECTOR": '{job="{workload_id}"}'}, "needs ATTRIBUTION_LOKI_URL"),
     ],
 )
@@ -63,8 +63,12 @@ def test_workload_ids_are_escaped_for_the_label_value_they_fill() -> None:
     assert build_job_query('{job="{workload_id}", attempt="{attempt_index}"}', 'a"b\\c\n', 2) == (
         '{job="a\\"b\\\\c\\n", attempt="2"}'
     )
-    assert quote_value("x\x01", '"') == "x\\u0001"
-    assert build_job_query("{job=`{workload_id}`}", "a`b", 0) is None  # a raw string cannot hold a backtick
+    assert build_job_query('{job="{workload_id}"}', "x\x01", 0) == '{job="x\\x01"}'
+    # a raw string cannot hold a backtick: that value is written in a double-quoted string instead
+    assert build_job_query("{job=`{workload_id}`}", "a`b", 0) == '{job="a`b"}'
+    # in a regex matcher the value matches itself only
+    assert build_job_query('{job=~"{workload_id}"}', "a.*", 0) == '{job=~"a\\\\.\\\\*"}'
+    assert build_job_query('{job="{workload_id}"}', "\ud800", 0) is None  # no LogQL string carries it
     assert build_job_query("{job=`{workload_id}`}", "a\\b", 0) == "{job=`a\\b`}"
     assert template_problem('{job="{workload_id}"} |= "NCCL"') is None
 
@@ -144,8 +148,11 @@ def test_a_failing_loki_job_source_is_a_typed_error_never_a_finding(dirs: tuple[
     assert body["attributions"] == [] and body["error"]["type"] == "service_error"
 
 
-def test_a_workload_id_a_raw_string_cannot_hold_reads_nothing(dirs: tuple[str, str]) -> None:
+@responses.activate
+def test_a_workload_id_a_raw_string_cannot_hold_is_sent_in_a_double_quoted_string(dirs: tuple[str, str]) -> None:
+    responses.get(ENDPOINT, json=_loki_body({}))
     client = _client(dirs, ATTRIBUTION_LOKI_JOB_SELECTOR="{job=`{workload_id}`}")
     body = _ask(client, ["gpu-1"], [], workload="a`b")
     assert body["attributions"] == []
-    assert "cannot be put into the Loki job-log selector" in body["error"]["message"]
+    (call,) = responses.calls
+    assert parse_qs(urlparse(call.request.url).query)["query"] == ['{job="a`b"}']

@@ -47,8 +47,10 @@ READ_CHUNK = 64 * 1024
 #: of the time left when the scan starts, at most RESERVE_MAX_S
 RESERVE_SHARE = 0.1
 RESERVE_MAX_S = 0.25
-MSG_TIMEOUT = "the Loki log source did not answer in time"
-MSG_UNREADABLE = "the Loki log source answered with an unreadable body"
+#: how errors name the source; the job-log source (loki_jobs.py) reads Loki through the same functions by its name
+SOURCE = "the Loki log source"
+MSG_TIMEOUT = f"{SOURCE} did not answer in time"
+MSG_UNREADABLE = f"{SOURCE} answered with an unreadable body"
 
 #: (scope node, ns timestamp, line) of one Loki entry
 Entry = tuple[str, int, str]
@@ -71,6 +73,17 @@ MAX_NS = 2**63 - 1
 def _ns(value: datetime) -> int:
     delta = value - datetime(1970, 1, 1, tzinfo=timezone.utc)
     return (delta.days * 86400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+
+
+def ns_span(first: datetime, last: datetime) -> tuple[int, int] | None:
+    """Loki's (start, exclusive end) in ns for the inclusive window first..last; None when it holds no instant.
+
+    Loki's times are 64-bit nanoseconds since 1970: a window reaching toward year 1 or 9999 is clipped to them, and
+    one wholly outside them holds no line.
+    """
+    start = max(0, _ns(first))
+    end = min(_ns(last) + 1, MAX_NS)
+    return (start, end) if end > start else None
 
 
 def _from_ns(value: int) -> datetime:
@@ -188,12 +201,10 @@ class LokiSource:
             headers.update(trace.headers())
         if self.tenant:
             headers["X-Scope-OrgID"] = self.tenant
-        # Loki's times are 64-bit nanoseconds since 1970: a window reaching toward year 1 or 9999 is clipped to
-        # them, and one wholly outside them holds no line.
-        start = max(0, _ns(collector.window.start))
-        end = min(_ns(collector.window.end) + 1, MAX_NS)  # Loki's end is exclusive; the window's end is inclusive
-        if end <= start:
+        span = ns_span(collector.window.start, collector.window.end)
+        if span is None:
             return
+        start, end = span
         plan = self.plan(sorted(set(collector.nodes)), start, end)
         if plan.unsendable:
             log.warning(
@@ -250,8 +261,8 @@ class LokiSource:
         seen_at_start: set[tuple[str, int, str]] = set()
         with requests.Session() as session:
             for _ in range(self.max_pages):
-                body = self._get(session, headers, self.query_url(query, start, end), deadline)
-                entries, total = _entries(body, self.host_label)
+                body = get_json(session, self.query_url(query, start, end), headers, deadline)
+                entries, total = read_entries(body, self.host_label)
                 if total > self.limit:
                     raise ProviderProcessingError(
                         "the Loki log source answered with more entries than the limit asked for",
@@ -280,27 +291,35 @@ class LokiSource:
                 start = last
         return out, True
 
-    def _get(self, session: requests.Session, headers: dict[str, str], url: str, deadline: Deadline) -> Any:
-        remaining = deadline.remaining()
-        if remaining <= 0:
-            raise ProviderTimeoutError(MSG_TIMEOUT)
-        try:
-            with session.get(url, headers=headers, timeout=remaining, stream=True) as response:
-                if response.status_code != 200:
-                    raise ProviderProcessingError(
-                        f"the Loki log source answered HTTP {response.status_code}", kind=SourceFailure.UNREADABLE
-                    )
-                raw = _read_body(response, deadline)
-        except requests.Timeout as exc:
-            raise ProviderTimeoutError(MSG_TIMEOUT) from exc
-        except requests.RequestException as exc:
-            raise ProviderProcessingError(
-                "the Loki log source could not be reached", kind=SourceFailure.UNREACHABLE
-            ) from exc
-        try:
-            return json.loads(raw)
-        except (ValueError, RecursionError) as exc:
-            raise ProviderProcessingError(MSG_UNREADABLE, kind=SourceFailure.MALFORMED) from exc
+
+def get_json(
+    session: requests.Session,
+    url: str,
+    headers: dict[str, str],
+    deadline: Deadline,
+    params: dict[str, str | int] | None = None,
+    source: str = SOURCE,
+) -> Any:
+    """One Loki answer as JSON, within the deadline; every failure a typed provider error naming `source`."""
+    if deadline.remaining() <= 0:
+        raise ProviderTimeoutError(f"{source} did not answer in time")
+    try:
+        with session.get(url, params=params, headers=headers, timeout=deadline.remaining(), stream=True) as response:
+            if response.status_code != 200:
+                raise ProviderProcessingError(
+                    f"{source} answered HTTP {response.status_code}", kind=SourceFailure.UNREADABLE
+                )
+            raw = _read_body(response, deadline, source)
+    except requests.Timeout as exc:
+        raise ProviderTimeoutError(f"{source} did not answer in time") from exc
+    except requests.RequestException as exc:
+        raise ProviderProcessingError(f"{source} could not be reached", kind=SourceFailure.UNREACHABLE) from exc
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise ProviderProcessingError(
+            f"{source} answered with an unreadable body", kind=SourceFailure.MALFORMED
+        ) from exc
 
 
 def _describe(error: BaseException) -> str:
@@ -321,7 +340,7 @@ def _feed(collector: Collector, entries: list[Entry]) -> None:
         collector.add(node, _from_ns(ts), message, line, tag)
 
 
-def _read_body(response: requests.Response, deadline: Deadline) -> bytes:
+def _read_body(response: requests.Response, deadline: Deadline, source: str) -> bytes:
     """The whole body, read piece by piece so neither the deadline nor MAX_PAGE_BYTES can be outrun.
 
     A timeout given to requests bounds each socket read, not the answer: a backend that trickles bytes would
@@ -331,26 +350,28 @@ def _read_body(response: requests.Response, deadline: Deadline) -> bytes:
     size = 0
     while True:
         if deadline.expired:
-            raise ProviderTimeoutError(MSG_TIMEOUT)
+            raise ProviderTimeoutError(f"{source} did not answer in time")
         try:
             chunk = response.raw.read1(READ_CHUNK, decode_content=True)
         except urllib3.exceptions.ReadTimeoutError as exc:
-            raise ProviderTimeoutError(MSG_TIMEOUT) from exc
+            raise ProviderTimeoutError(f"{source} did not answer in time") from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise ProviderProcessingError(MSG_UNREADABLE, kind=SourceFailure.UNREACHABLE) from exc
+            raise ProviderProcessingError(
+                f"{source} answered with an unreadable body", kind=SourceFailure.UNREACHABLE
+            ) from exc
         if not chunk:
             return b"".join(chunks)
         size += len(chunk)
         if size > MAX_PAGE_BYTES:
             raise ProviderProcessingError(
-                "the Loki log source answered with a page larger than 32 MiB", kind=SourceFailure.MALFORMED
+                f"{source} answered with a page larger than 32 MiB", kind=SourceFailure.MALFORMED
             )
         chunks.append(chunk)
 
 
-def _entries(body: Any, host_label: str) -> tuple[list[tuple[str, int, str]], int]:
+def read_entries(body: Any, host_label: str, source: str = SOURCE) -> tuple[list[tuple[str, int, str]], int]:
     """(host, ns timestamp, line) of every entry with a host label, in time order, and the count of all entries."""
-    unreadable = ProviderProcessingError(MSG_UNREADABLE, kind=SourceFailure.MALFORMED)
+    unreadable = ProviderProcessingError(f"{source} answered with an unreadable body", kind=SourceFailure.MALFORMED)
     if not isinstance(body, dict) or body.get("status") != "success":
         raise unreadable
     data = body.get("data")
