@@ -20,12 +20,18 @@ class NodeNames:
 
     def __init__(self, nodes: Iterable[str]) -> None:
         self.nodes = list(nodes)
-        self._exact = {n.lower(): n for n in self.nodes}
-        by_short: dict[str, set[str]] = {}
-        for n in self.nodes:
-            by_short.setdefault(_short(n.lower()), set()).add(n)
+        lowered = [n.lower() for n in self.nodes]
+        self._exact = dict(zip(lowered, self.nodes, strict=True))
         # A short name shared by two scope nodes (`gpu-1` and `gpu-1.a`) is ambiguous: only exact names match it.
-        self._short = {s: next(iter(ns)) for s, ns in by_short.items() if len(ns) == 1}
+        # One pass over a scope of up to 16,384 nodes: the short name's node, or None once a second node shares it.
+        by_short: dict[str, str | None] = {}
+        for low, n in zip(lowered, self.nodes, strict=True):
+            short = low.partition(".")[0]
+            if short not in by_short:
+                by_short[short] = n
+            elif by_short[short] not in (None, n):
+                by_short[short] = None
+        self._short = {s: n for s, n in by_short.items() if n is not None}
 
     def node_for(self, name: str | None) -> str | None:
         """The scope node `name` names, or None."""

@@ -246,8 +246,9 @@ def _unique(nodes: Sequence[str]) -> list[str]:
     seen: set[str] = set()
     out: list[str] = []
     for n in nodes:
-        if n.lower() not in seen:
-            seen.add(n.lower())
+        low = n.lower()
+        if low not in seen:
+            seen.add(low)
             out.append(n)
     return out
 
