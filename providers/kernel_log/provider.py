@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import zoneinfo
 from collections.abc import Mapping, Sequence
@@ -19,19 +20,22 @@ from providers.base import (
     Provider,
     ProviderConstructionError,
     ProviderError,
+    ProviderProcessingError,
     TraceContext,
     shifted,
 )
 from providers.kernel_log import check, epilog
 from providers.kernel_log.collect import Collector, Window
 from providers.kernel_log.joblog import MAX_NODE_BYTES, MAX_REQUEST_BYTES, ReadLimits
-from providers.kernel_log.joblogs import FileJobLogSource, JobLogSource, job_log_result, oom_kills
+from providers.kernel_log.joblogs import FileJobLogSource, JobLogs, JobLogSource, job_log_result, oom_kills
 from providers.kernel_log.rules import attribute, attribute_epilog
 from providers.kernel_log.sources import LogSource
 from providers.kernel_log.sources.files import DEFAULT_COMBINED, FileSource
 from providers.kernel_log.sources.logql import TemplateError
 from providers.kernel_log.sources.loki import DEFAULT_CONCURRENCY, DEFAULT_SELECTOR, LokiSource
 from providers.kernel_log.sources.loki_jobs import LokiJobLogSource, template_problem
+
+log = logging.getLogger("attribution_adapter.kernel_log")
 
 EPILOG_NOT_CONFIGURED = "epilog health-check logs are not configured"
 SESSION_STATE_VERSION = 1
@@ -293,7 +297,12 @@ class KernelLogProvider(Provider):
         source = self.settings.source.evidence_source
         job = None
         if self.settings.job_logs is not None:
-            job_logs = self.settings.job_logs.read(request, nodes, window, deadline, trace)
+            try:
+                job_logs = self.settings.job_logs.read(request, nodes, window, deadline, trace)
+            except ProviderProcessingError as exc:
+                # The kernel logs were read: their findings stand, and the answer says what is missing beside them.
+                log.warning("job logs not read: %s", exc)
+                job_logs = JobLogs({}, (f"the job logs could not be read ({exc}): no job-log evidence was used",))
             job = job_log_result(request, nodes, job_logs, oom_kills(collector, source), self.settings.max_evidence)
         outcome = attribute(nodes, collector, self.settings.max_evidence, source, job)
         return AttributionOutcome(

@@ -142,10 +142,18 @@ def test_loki_job_logs_are_read_backward_in_pages_and_bounded(dirs: tuple[str, s
 
 
 @responses.activate
-def test_a_failing_loki_job_source_is_a_typed_error_never_a_finding(dirs: tuple[str, str]) -> None:
+def test_a_failing_loki_job_source_loses_no_kernel_finding_and_says_what_was_not_read(dirs: tuple[str, str]) -> None:
+    # gpu-1's kernel log shows its GPU falling off the bus (Xid 79); the job-log source answers 502.
+    Path(dirs[0], "gpu-1.log").write_text(
+        "2026-09-09T11:59:00.000000+00:00 gpu-1 kernel: [1000.000000] NVRM: Xid (PCI:0000:91:00): 79, "
+        "pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+    )
     responses.get(ENDPOINT, status=502)
-    body = _ask(_client(dirs), ["gpu-1"], [])
-    assert body["attributions"] == [] and body["error"]["type"] == "service_error"
+    body = _ask(_client(dirs), ["gpu-1", "gpu-2"], [])
+    assert [(f["target"]["name"], f["error_category"]) for f in body["attributions"]] == [("gpu-1", "gpu_off_bus")]
+    assert body["error"]["type"] == "insufficient_telemetry"
+    assert "the job logs could not be read (the Loki job-log source answered HTTP 502)" in body["error"]["message"]
+    assert all(e["source"] != "joblog" for e in body["attributions"][0]["evidence"])
 
 
 @responses.activate
