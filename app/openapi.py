@@ -90,8 +90,12 @@ it never decides recovery, which belongs to the caller.
 **Errors are data.** `error.type` (`timeout`, `insufficient_telemetry`, `service_error`,
 `no_attribution_available`) is part of a 200 answer, not an HTTP status: a provider that fails while processing
 gives 200 with `service_error`, so callers must read the body. Invalid request shapes are 422; a body over the
-configured limit is 413; a provider that cannot be constructed for the request is 500. An empty list, a missing
-`confidence` or an informational error says nothing about node isolation.
+configured limit is 413; a provider that cannot be constructed for the request is 500. A 422 lists at most 16
+problems per array or object and 64 in all, and counts the rest. An exchange that breaks HTTP itself (bad framing,
+headers or a body sent too slowly, an oversized request line or headers, no room to hold another body) is answered
+before the API by the server with 400, 408, 414, 431 or 503, a `{"detail": str}` body and `X-Request-ID`, and the
+connection is closed. An empty list, a missing `confidence` or an informational error says nothing about node
+isolation.
 
 """
     + error_type_table()
