@@ -2,7 +2,9 @@
 
 The Adapter runs `kernel_log` on a one-line kernel log (a temporary directory) or, with `--provider fake`, the
 instant fake provider. N one-node requests (the README's request) go through `app.test_client()`; the top
-entries of the profile, sorted by cumulative time, are printed with their share of `wsgi_app`.
+entries of the profile, sorted by cumulative time, are printed with their share of `wsgi_app`. Before that, the
+same requests are timed without the profiler, calling the WSGI app directly with prepared environs (no test
+client), beside the bare Flask app of bench/bare_app.py timed the same way.
 
     .venv/bin/python bench/profile_request.py [-n 3000] [--provider kernel_log|fake] [--top 30]
 """
@@ -16,6 +18,7 @@ import json
 import pstats
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -64,6 +67,26 @@ def build_app(provider: str):  # noqa: ANN201 - a Flask app
     return create_app(Settings(provider="kernel_log", log_level="info", options=options))
 
 
+def direct_us(app, body: bytes, n: int) -> float:  # noqa: ANN001 - a WSGI app
+    """Microseconds a request, calling the WSGI app directly with environs prepared beforehand."""
+    from werkzeug.test import EnvironBuilder
+
+    def environ() -> dict:
+        builder = EnvironBuilder(path="/v1/attribution", method="POST", data=body, content_type="application/json")
+        return builder.get_environ()
+
+    def start_response(*_: object) -> None:
+        return None
+
+    for _ in range(min(n, 50)):  # warm-up
+        b"".join(app(environ(), start_response))
+    environs = [environ() for _ in range(n)]
+    t0 = time.perf_counter()
+    for env in environs:
+        b"".join(app(env, start_response))
+    return (time.perf_counter() - t0) / n * 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=3000, help="one-node requests under the profiler")
@@ -72,7 +95,8 @@ def main() -> None:
     parser.add_argument("--maximal", action="store_true", help="the maximal request (16,384 nodes, 262,144 ranks)")
     args = parser.parse_args()
     print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
-    client = build_app(args.provider).test_client()
+    application = build_app(args.provider)
+    client = application.test_client()
     if args.maximal:
         from bench.all import maximal_body
 
@@ -82,6 +106,11 @@ def main() -> None:
     first = client.post("/v1/attribution", data=body, content_type="application/json")
     assert first.status_code == 200, first.get_data(as_text=True)[:300]
     print("answer:", first.get_data(as_text=True)[:200])
+    if not args.maximal:
+        from bench.bare_app import app as bare
+
+        timed, reference = direct_us(application, body, args.n), direct_us(bare, body, args.n)
+        print(f"without the profiler: {timed:.0f} us a request; the bare Flask app: {reference:.0f} us")
     for _ in range(2 if args.maximal else 50):  # warm-up
         client.post("/v1/attribution", data=body, content_type="application/json")
     profiler = cProfile.Profile()
