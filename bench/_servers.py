@@ -16,6 +16,11 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+#: a kernel log of one line, an Xid 79 on worker-01: the small log of the throughput and profile benchmarks
+ONE_LINE = (
+    "2026-09-09T11:58:00.000000+00:00 worker-01 kernel: NVRM: Xid (PCI:0000:07:00): 79, GPU has fallen off the bus.\n"
+)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

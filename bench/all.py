@@ -36,8 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._servers import ROOT, Server, base_env, free_port  # noqa: E402
-from bench.profile_request import ONE_LINE  # noqa: E402
+from bench._servers import ONE_LINE, ROOT, Server, base_env, free_port  # noqa: E402
 
 LIMIT = 4 * 1024 * 1024
 MAX_NODES, MAX_RANKS = 16384, 262144

@@ -25,11 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app import create_app  # noqa: E402
 from app.settings import Settings  # noqa: E402
-from bench._servers import request_body  # noqa: E402
-
-ONE_LINE = (
-    "2026-09-09T11:58:00.000000+00:00 worker-01 kernel: NVRM: Xid (PCI:0000:07:00): 79, GPU has fallen off the bus.\n"
-)
+from bench._servers import ONE_LINE, request_body  # noqa: E402
 
 
 def one_line_log_dir() -> Path:
