@@ -36,21 +36,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from app.openapi import SEED_EXAMPLE  # noqa: E402
 from bench._servers import ONE_LINE, ROOT, Server, base_env, free_port  # noqa: E402
 
 LIMIT = 4 * 1024 * 1024
 MAX_NODES, MAX_RANKS = 16384, 262144
 GOAL_THROUGHPUT = 0.8
 GOAL_MAXIMAL_MS = 50.0
-README_REQUEST = {
-    "schema_version": "0.1.0",
-    "workload_id": "12345",
-    "scope": {"nodes": ["worker-01"], "ranks": []},
-    "failure_context": {"detected_at": "2026-09-09T12:00:00Z", "detection_signal": "application_error"},
-    "timeout_ms": 10000,
-    "workload_context": {"workflow_id": "training-example", "attempt_index": 0},
-    "phase": "fast",
-}
+#: the README's request (the seed's example, as the OpenAPI document carries it)
+README_REQUEST = SEED_EXAMPLE
 FACT_CLIENT = ROOT / "tests" / "faults" / "fact_http_pkg"
 
 
