@@ -126,6 +126,22 @@ def test_events_nvidia_decodes_as_ignore_leave_the_node_unattributed(
     assert outcome.unattributed_targets == (NodeTarget(node),) and outcome.error is None
 
 
+def test_sxid_continuation_lines_join_their_own_switch_when_switches_interleave(files_provider, tmp_path: Path) -> None:
+    # Xid 79 and three switches logging SXid 20034 at once: each `Severity`/`Data` line joins the latest record of
+    # its own switch; only the `Severity` line whose switch has no record before it stays undecided.
+    place(tmp_path, "rsyslog-xid79-sxid-interleaved.log", "gpu40/kern.log")
+    outcome = fast(files_provider, ["gpu40"])
+    (found,) = outcome.attributions
+    assert (found.target, found.error_category) == (NodeTarget("gpu40"), "gpu_off_bus")
+    sxids = {e.message.split("\n")[0].split("SXid ")[1]: e.message for e in found.evidence if "SXid" in e.message}
+    assert [m.count("\n") for m in sxids.values()] == [0, 1, 1, 1]
+    assert "Data {0x10000000" in sxids["(PCI:0000:05:00.0): 20034, Fatal, Link 63 LTSSM Fault Up"]
+    assert "Engine instance 37" in sxids["(PCI:0000:07:00.0): 20034, Fatal, Link 37 LTSSM Fault Up"]
+    assert "Engine instance 62" in sxids["(PCI:0000:05:00.0): 20034, Fatal, Link 62 LTSSM Fault Up"]
+    assert outcome.error is not None and outcome.error.type is ErrorType.INSUFFICIENT_TELEMETRY
+    assert outcome.error.message.endswith("SXid 20034 (1 time)")
+
+
 def test_an_unknown_sxid_without_severity_is_never_a_finding_and_is_reported(files_provider, tmp_path: Path) -> None:
     place(tmp_path, "rsyslog-sxid-unknown.log", "gpu22/kern.log")
     outcome = fast(files_provider, ["gpu22"])
