@@ -19,8 +19,9 @@ named rule reads it (the rule names are the catalogue's `rule` column):
 - `sxid_severity`: `nvidia-nvswitchN: SXid (PCI:...): <code>, (Fatal|Non-fatal), Link <nn> ...` (driver
   `common_nvswitch.h`; NVIDIA/NVSentinel syslog-health-monitor sxid_handler_test.go). The word decides; lines that
   repeat the code without it (`Severity 1 Engine instance ...`, `Data {...}`) continue the latest record of the
-  same switch and code, also when another switch's lines come between (switches log at once: leptonai/gpud
-  components/accelerator/nvidia/error/sxid/README.md); a lone line without the word falls back to the catalogue:
+  same switch and code logged within SXID_CONTINUATION of it, also when another switch's lines come between
+  (switches log at once: leptonai/gpud components/accelerator/nvidia/error/sxid/README.md); a lone line without
+  the word falls back to the catalogue:
   always fatal is a finding, potentially fatal is undecided, non-fatal is none.
 
 Events without an Xid (NVIDIA/open-gpu-kernel-modules messages; Linux drivers/pci/pcie/aer.c):
@@ -36,11 +37,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from providers.kernel_log.catalogue import Catalogue, Points, Row, catalogue
 from providers.kernel_log.parse import Record
 
+#: an SXid line without the Fatal/Non-fatal word continues its switch's latest record of that code only when logged
+#: this close to it (the driver writes a record's lines within milliseconds); a later one is decided on its own
+SXID_CONTINUATION = timedelta(seconds=1)
 _XID = re.compile(r"\bNVRM: Xid \(([^)]*)\): (\d+)\b,?\s*(.*)", re.DOTALL)
 _SXID = re.compile(r"\bSXid \(PCI:([^)]*)\): (\d+)\b,?\s*(.*)", re.DOTALL)
 _SXID_SEVERITY = re.compile(r"(Fatal|Non-fatal)\b", re.IGNORECASE)
@@ -227,6 +231,8 @@ class _HostDecoder:
         if index is None:
             return False
         head = self.events[index]
+        if abs(record.observed_at - head.observed_at) > SXID_CONTINUATION:
+            return False  # a later line of that switch and code is not part of that record: decided on its own
         self.events[index] = replace(head, line=head.line + "\n" + record.evidence)
         return True
 

@@ -142,6 +142,33 @@ def test_sxid_continuation_lines_join_their_own_switch_when_switches_interleave(
     assert outcome.error.message.endswith("SXid 20034 (1 time)")
 
 
+def test_an_sxid_line_without_severity_long_after_its_switchs_record_is_decided_on_its_own(
+    files_provider, tmp_path: Path
+) -> None:
+    # Lines of the interleaved excerpt: a Fatal head, another switch's line, then the head switch's word-less line
+    # 4 ms later (it continues the head's record) and the same line again five minutes later (a record of its own:
+    # SXid 20034 is only potentially fatal, so alone it stays undecided and is reported, not joined to the finding).
+    head = "nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Fatal, Link 63 LTSSM Fault Up"
+    other = "nvidia-nvswitch2: SXid (PCI:0000:07:00.0): 20034, Fatal, Link 37 LTSSM Fault Up"
+    follower = "nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Severity 1 Engine instance 62 Sub-engine instance 00"
+    ms = 1 / 60000  # a millisecond, in at()'s minutes
+    lines = [rsyslog(at(-10), "gpu41", HEALTHY), rsyslog(at(-8), "gpu41", head)]
+    lines += [rsyslog(at(-8 + 2 * ms), "gpu41", other), rsyslog(at(-8 + 4 * ms), "gpu41", follower)]
+    lines += [rsyslog(at(1), "gpu41", HEALTHY)]
+    write_lines(tmp_path / "logs" / "gpu41.log", lines)
+    joined = fast(files_provider, ["gpu41"])
+    (found,) = joined.attributions
+    assert found.error_category == "nvswitch" and joined.error is None
+    assert any(head in e.message and "Engine instance 62" in e.message for e in found.evidence)
+    lines.insert(4, rsyslog(at(-3), "gpu41", follower))
+    write_lines(tmp_path / "logs" / "gpu41.log", lines)
+    later = fast(files_provider, ["gpu41"])
+    (found,) = later.attributions
+    assert found.error_category == "nvswitch"
+    assert sum(e.message.count("Engine instance 62") for e in found.evidence) == 1
+    assert later.error is not None and later.error.message.endswith("SXid 20034 (1 time)")
+
+
 def test_an_unknown_sxid_without_severity_is_never_a_finding_and_is_reported(files_provider, tmp_path: Path) -> None:
     place(tmp_path, "rsyslog-sxid-unknown.log", "gpu22/kern.log")
     outcome = fast(files_provider, ["gpu22"])
