@@ -18,9 +18,11 @@ named rule reads it (the rule names are the catalogue's `rule` column):
   management guide "Error Recovery and Response Flags"). None is no finding; any other known action is a node one.
 - `sxid_severity`: `nvidia-nvswitchN: SXid (PCI:...): <code>, (Fatal|Non-fatal), Link <nn> ...` (driver
   `common_nvswitch.h`; NVIDIA/NVSentinel syslog-health-monitor sxid_handler_test.go). The word decides; lines that
-  repeat the code without it (`Severity 1 Engine instance ...`, `Data {...}`) continue the SXid record before them;
-  a lone line without the word falls back to the catalogue: always fatal is a finding, potentially fatal is
-  undecided, non-fatal is none.
+  repeat the code without it (`Severity 1 Engine instance ...`, `Data {...}`) continue the latest record of the
+  same switch and code logged within SXID_CONTINUATION of it, also when another switch's lines come between
+  (switches log at once: leptonai/gpud components/accelerator/nvidia/error/sxid/README.md); a lone line without
+  the word falls back to the catalogue:
+  always fatal is a finding, potentially fatal is undecided, non-fatal is none.
 
 Events without an Xid (NVIDIA/open-gpu-kernel-modules messages; Linux drivers/pci/pcie/aer.c):
 `NVRM: GPU <bdf>: GPU has fallen off the bus.`, the three-line probe-time form `NVRM: The NVIDIA GPU <bdf>` /
@@ -35,11 +37,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from providers.kernel_log.catalogue import Catalogue, Points, Row, catalogue
 from providers.kernel_log.parse import Record
 
+#: an SXid line without the Fatal/Non-fatal word continues its switch's latest record of that code only when logged
+#: this close to it (the driver writes a record's lines within milliseconds); a later one is decided on its own
+SXID_CONTINUATION = timedelta(seconds=1)
 _XID = re.compile(r"\bNVRM: Xid \(([^)]*)\): (\d+)\b,?\s*(.*)", re.DOTALL)
 _SXID = re.compile(r"\bSXid \(PCI:([^)]*)\): (\d+)\b,?\s*(.*)", re.DOTALL)
 _SXID_SEVERITY = re.compile(r"(Fatal|Non-fatal)\b", re.IGNORECASE)
@@ -203,28 +208,31 @@ class _HostDecoder:
         self.host = host
         self.events: list[Event] = []
         self.recent: list[Record] = []  # the last two records: the probe-time form may repeat the syslog prefix
-        self.last_sxid: tuple[int, str, str] | None = None  # (index in events, switch, code) of an open SXid record
+        #: (switch, code) -> index in events of the latest SXid head of that switch and code: switches log at once,
+        #: so one switch's continuation lines may follow another switch's record
+        self.open_sxid: dict[tuple[str, str], int] = {}
 
     def feed(self, record: Record) -> None:
         first = record.lines[0] if record.lines else ""
         sxid = _SXID.search(first)
         if sxid is not None and self._continues_sxid(record, sxid):
             return
-        self.last_sxid = None
         event = self._decode(record, first)
         if event is not None:
             self.events.append(event)
             if event.kind == "sxid" and sxid is not None:
-                self.last_sxid = (len(self.events) - 1, sxid.group(1).lower(), sxid.group(2))
+                self.open_sxid[(sxid.group(1).lower(), sxid.group(2))] = len(self.events) - 1
         self.recent = [*self.recent[-1:], record]
 
     def _continues_sxid(self, record: Record, m: re.Match[str]) -> bool:
-        if self.last_sxid is None or _SXID_SEVERITY.match(m.group(3)):
+        if _SXID_SEVERITY.match(m.group(3)):
             return False
-        index, switch, code = self.last_sxid
-        if (switch, code) != (m.group(1).lower(), m.group(2)):
+        index = self.open_sxid.get((m.group(1).lower(), m.group(2)))
+        if index is None:
             return False
         head = self.events[index]
+        if abs(record.observed_at - head.observed_at) > SXID_CONTINUATION:
+            return False  # a later line of that switch and code is not part of that record: decided on its own
         self.events[index] = replace(head, line=head.line + "\n" + record.evidence)
         return True
 

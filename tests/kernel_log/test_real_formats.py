@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from providers.base import ErrorType, NodeTarget
+from providers.base import AllJobResources, ErrorType, NodeTarget
 from tests.kernel_log.conftest import HEALTHY, at, deadline, make_request, rsyslog, write_lines, xid
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -41,6 +41,8 @@ def fast(files_provider, nodes: list[str], **options: str):
         ("dmesg-iso-xid120-gsp.log", "gpu22", "gpu_firmware", 3),
         ("rsyslog-xid74-registers.log", "gpu23", "nvlink", 1),
         ("rsyslog-xid154-reset.log", "gpu24", "gpu_driver", 1),
+        ("dmesg-ctime-xid13-xid109.log", "gpu30", "gpu_driver", 1),
+        ("rfc5424-nvlink5-fatal.log", "gpu36", "nvlink", 1),
     ],
 )
 def test_real_lines_give_the_finding_nvidia_decodes(
@@ -62,6 +64,109 @@ def test_only_non_fatal_events_leave_the_node_unattributed(files_provider, tmp_p
     assert outcome.attributions == ()
     assert outcome.unattributed_targets == (NodeTarget("gpu20"),)
     assert outcome.error is None
+
+
+def test_application_xids_before_a_node_xid_are_not_its_evidence(files_provider, tmp_path: Path) -> None:
+    # Three Xid 13 (RESTART_APP) lines, then Xid 109 (RESET_GPU): the node finding rests on the 109 alone.
+    place(tmp_path, "dmesg-ctime-xid13-xid109.log", "gpu30/kern.log")
+    outcome = fast(files_provider, ["gpu30"])
+    (found,) = outcome.attributions
+    assert [e.message for e in found.evidence] == [
+        "[Wed Sep  9 11:58:14 2026] NVRM: Xid (PCI:0000:cb:00): 109, pid=1797828, name=pt_main_thread, Ch 00000008, "
+        "errorString CTX SWITCH TIMEOUT, Info 0x58005"
+    ]
+
+
+def test_both_fatal_netir_decodes_are_evidence(files_provider, tmp_path: Path) -> None:
+    # 149 NETIR_LINK_EVT sub-code 37 (RESET_GPU) and 149 NETIR on link -1 (Link Fatal): one finding, both events.
+    place(tmp_path, "rfc5424-nvlink5-fatal.log", "gpu36.log")
+    (found,) = fast(files_provider, ["gpu36"]).attributions
+    assert ["0x025001c6" in e.message for e in found.evidence] == [True, False]
+    assert "Link -1 (0x000fe406" in found.evidence[1].message
+
+
+@pytest.mark.parametrize(
+    ("fixture", "node", "category", "events"),
+    [
+        ("syslog-rfc3164-xid13-esr.log", "Gipfeli", "application", 4),
+        ("journal-short-xid31.log", "zeus", "application", 2),
+        ("journal-short-iso-precise-xid31.log", "gpu33", "application", 2),
+        ("dmesg-iso-xid31-xid13-xid32.log", "gpu38", "application", 6),
+        ("journal-no-hostname-xid94.log", "gpu37", "gpu_memory", 1),
+    ],
+)
+def test_application_level_xids_point_at_the_job_never_the_node(
+    files_provider, tmp_path: Path, fixture: str, node: str, category: str, events: int
+) -> None:
+    # Xid 13, 31, 32 (RESTART_APP) and 94 (contained ECC, RESTART_APP): the job, and the node read clean.
+    place(tmp_path, fixture, f"{node}/kern.log")
+    outcome = fast(files_provider, [node])
+    assert [(f.target, f.error_category) for f in outcome.attributions] == [(AllJobResources(), category)]
+    assert len(outcome.attributions[0].evidence) == events
+    assert all("NVRM: Xid (" in e.message for e in outcome.attributions[0].evidence)  # `GPU at PCI:` is no event
+    assert outcome.unattributed_targets == (NodeTarget(node),) and outcome.error is None
+
+
+@pytest.mark.parametrize(
+    ("fixture", "node"),
+    [
+        # Xid 45 "caused by previous Xid 149/145": preemptive cleanup, NVIDIA says follow the other Xid.
+        ("rsyslog-xid45-after-nvlink5.log", "gpu34"),
+        # 144 SAW_MVB Nonfatal (status 0x8: IGNORE), 149 NETIR_LINK_EVT sub-code 38 (IGNORE although "Fatal"),
+        # 145 RLW_RXPIPE Nonfatal.
+        ("rfc5424-nvlink5-no-finding.log", "gpu35"),
+    ],
+)
+def test_events_nvidia_decodes_as_ignore_leave_the_node_unattributed(
+    files_provider, tmp_path: Path, fixture: str, node: str
+) -> None:
+    place(tmp_path, fixture, f"{node}/kern.log")
+    outcome = fast(files_provider, [node])
+    assert outcome.attributions == ()
+    assert outcome.unattributed_targets == (NodeTarget(node),) and outcome.error is None
+
+
+def test_sxid_continuation_lines_join_their_own_switch_when_switches_interleave(files_provider, tmp_path: Path) -> None:
+    # Xid 79 and three switches logging SXid 20034 at once: each `Severity`/`Data` line joins the latest record of
+    # its own switch; only the `Severity` line whose switch has no record before it stays undecided.
+    place(tmp_path, "rsyslog-xid79-sxid-interleaved.log", "gpu40/kern.log")
+    outcome = fast(files_provider, ["gpu40"])
+    (found,) = outcome.attributions
+    assert (found.target, found.error_category) == (NodeTarget("gpu40"), "gpu_off_bus")
+    sxids = {e.message.split("\n")[0].split("SXid ")[1]: e.message for e in found.evidence if "SXid" in e.message}
+    assert [m.count("\n") for m in sxids.values()] == [0, 1, 1, 1]
+    assert "Data {0x10000000" in sxids["(PCI:0000:05:00.0): 20034, Fatal, Link 63 LTSSM Fault Up"]
+    assert "Engine instance 37" in sxids["(PCI:0000:07:00.0): 20034, Fatal, Link 37 LTSSM Fault Up"]
+    assert "Engine instance 62" in sxids["(PCI:0000:05:00.0): 20034, Fatal, Link 62 LTSSM Fault Up"]
+    assert outcome.error is not None and outcome.error.type is ErrorType.INSUFFICIENT_TELEMETRY
+    assert outcome.error.message.endswith("SXid 20034 (1 time)")
+
+
+def test_an_sxid_line_without_severity_long_after_its_switchs_record_is_decided_on_its_own(
+    files_provider, tmp_path: Path
+) -> None:
+    # Lines of the interleaved excerpt: a Fatal head, another switch's line, then the head switch's word-less line
+    # 4 ms later (it continues the head's record) and the same line again five minutes later (a record of its own:
+    # SXid 20034 is only potentially fatal, so alone it stays undecided and is reported, not joined to the finding).
+    head = "nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Fatal, Link 63 LTSSM Fault Up"
+    other = "nvidia-nvswitch2: SXid (PCI:0000:07:00.0): 20034, Fatal, Link 37 LTSSM Fault Up"
+    follower = "nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Severity 1 Engine instance 62 Sub-engine instance 00"
+    ms = 1 / 60000  # a millisecond, in at()'s minutes
+    lines = [rsyslog(at(-10), "gpu41", HEALTHY), rsyslog(at(-8), "gpu41", head)]
+    lines += [rsyslog(at(-8 + 2 * ms), "gpu41", other), rsyslog(at(-8 + 4 * ms), "gpu41", follower)]
+    lines += [rsyslog(at(1), "gpu41", HEALTHY)]
+    write_lines(tmp_path / "logs" / "gpu41.log", lines)
+    joined = fast(files_provider, ["gpu41"])
+    (found,) = joined.attributions
+    assert found.error_category == "nvswitch" and joined.error is None
+    assert any(head in e.message and "Engine instance 62" in e.message for e in found.evidence)
+    lines.insert(4, rsyslog(at(-3), "gpu41", follower))
+    write_lines(tmp_path / "logs" / "gpu41.log", lines)
+    later = fast(files_provider, ["gpu41"])
+    (found,) = later.attributions
+    assert found.error_category == "nvswitch"
+    assert sum(e.message.count("Engine instance 62") for e in found.evidence) == 1
+    assert later.error is not None and later.error.message.endswith("SXid 20034 (1 time)")
 
 
 def test_an_unknown_sxid_without_severity_is_never_a_finding_and_is_reported(files_provider, tmp_path: Path) -> None:
