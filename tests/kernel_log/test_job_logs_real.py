@@ -30,14 +30,6 @@ KOHYA_1434_ECC = (
     "ECC error encountered",
 )
 
-#: https://github.com/NVIDIA/Megatron-LM/issues/1207 and https://github.com/hiyouga/LlamaFactory/issues/7396 give the
-#: PyTorch 2.6 shape; this is LlamaFactory#7396's rank 2 line (PG 1) with its viewer's numbering removed.
-LF_7396_RANK2 = (
-    "[rank2]:[E321 02:07:08.432379535 ProcessGroupNCCL.cpp:607] [Rank 2] Watchdog caught collective operation "
-    "timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) "
-    "ran for 600000 milliseconds before timing out."
-)
-
 #: https://github.com/pytorch/pytorch/issues/126544 (torchelastic's agent: the worker aborted, exitcode -6)
 PT_126544_EXIT = (
     "E0517 08:24:03.805000 140617718325696 torch/distributed/elastic/multiprocessing/api.py:826] failed "
@@ -147,3 +139,26 @@ def test_an_empty_job_log_is_not_reported_as_output_beyond_the_read_bound(tmp_pa
     cut = _ask(tmp_path / "cut", ["node-a"], {"node-a": ["x" * 100] * 30},
                ATTRIBUTION_JOB_LOG_MAX_NODE_BYTES="1024")
     assert "older output of 1 node(s) lies beyond the read bound" in cut["error"]["message"]
+
+
+#: https://github.com/pytorch/pytorch/pull/64241 (the abort message with its original reason, as the PR shows it)
+PT_64241_ABORT = (
+    "NCCL communicator was aborted on rank 1. Original reason for failure was: Work: WorkNCCL(OpType=ALLREDUCE, "
+    "TensorShape=[1], Timeout(ms)=2000) timed out in call to wait().",
+)
+
+#: https://github.com/hiyouga/LlamaFactory/issues/163 (accelerate's `stderr: ` prefix, PyTorch 1.x logger wording)
+LF_163_EXIT = (
+    "stderr: ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 7 (pid: 153932) "
+    "of binary: /home/panww/miniconda3/tools/bin/python",
+)
+
+
+def test_an_aborted_communicator_is_a_consequence_and_names_no_node(tmp_path: Path) -> None:
+    body = _ask(tmp_path, ["node-a", "node-b"], {"node-a": PT_64241_ABORT, "node-b": []}, ranks=[1])
+    assert body["attributions"] == [] and _unattributed(body) == ["node-a", "node-b"]
+
+
+def test_the_agents_failed_line_behind_a_stderr_prefix_alone_names_no_node(tmp_path: Path) -> None:
+    body = _ask(tmp_path, ["node-a"], {"node-a": LF_163_EXIT})
+    assert body["attributions"] == [] and _unattributed(body) == ["node-a"]
