@@ -83,6 +83,15 @@ def test_the_request_bound_is_shared_and_a_small_node_leaves_its_rest_to_the_oth
     assert read.nodes["a"].cut and read.bytes_read == 30_006
 
 
+def test_an_empty_file_is_read_whole_and_not_cut_but_an_empty_current_file_before_a_rotated_one_is_read_on(
+    tmp_path: Path,
+) -> None:
+    write_tree(tmp_path, {"a.log": [], "b.log": [], "b.log.1": ["older"]})
+    read, got = _read(tmp_path, ["a", "b"])
+    assert not read.nodes["a"].cut and got["a"] == [] and read.notes == ()
+    assert not read.nodes["b"].cut and got["b"] == ["older"]
+
+
 def test_a_gz_file_too_large_to_reach_its_end_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(files, "MAX_GZ_INFLATED_BYTES", 1000)
     write_tree(tmp_path, {"a.log": ["current"], "a.log.1.gz": ["old line"] * 1000})

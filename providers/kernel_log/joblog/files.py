@@ -280,7 +280,7 @@ def _read_node(
     for index, f in enumerate(files):
         _check(deadline)
         if need <= 0:
-            cut = True  # older files exist beyond the share
+            cut = _holds_bytes(files[index:])  # older files beyond the share; empty ones hold nothing unread
             break
         try:
             if f.gz:
@@ -308,6 +308,19 @@ def _read_node(
         _check(deadline)
         _feed(data, partial, sink)
     return NodeRead(node, tuple(read_files), bytes_read, cut, tuple(skipped))
+
+
+def _holds_bytes(files: list[_LogFile]) -> bool:
+    """Whether any of `files` may hold a byte (a `.gz`, an unreadable file or a non-empty one)."""
+    for f in files:
+        if f.gz:
+            return True
+        try:
+            if f.path.stat().st_size > 0:
+                return True
+        except OSError:
+            return True
+    return False
 
 
 def _plain_tail(path: Path, need: int, budget: _Budget) -> tuple[bytes, bool, int]:
