@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import time
@@ -145,6 +146,15 @@ def _too_many_values(raw: bytes) -> bool:
     return strings > MAX_STRINGS or over(stripped)
 
 
+class HeldBody(io.BytesIO):
+    """A request body the server has already read whole, as `wsgi.input` (app/worker.py): `read_body` takes the
+    bytes as they are, without reading them through a stream again."""
+
+    def __init__(self, body: bytes) -> None:
+        super().__init__(body)
+        self.whole = body
+
+
 def read_body(request: Request) -> bytes:
     """The raw body, at most `max_content_length` bytes: past it RequestEntityTooLarge (413), never a cut body.
 
@@ -152,6 +162,12 @@ def read_body(request: Request) -> bytes:
     werkzeug's own limit stops reading at the limit without saying so, so it is read here, one byte past the limit.
     """
     limit = request.max_content_length
+    stream = request.environ.get("wsgi.input")
+    if type(stream) is HeldBody and stream.tell() == 0:
+        if limit is not None and len(stream.whole) > limit:
+            raise RequestEntityTooLarge()
+        stream.seek(0, io.SEEK_END)
+        return stream.whole
     if request.content_length is not None or limit is None or not request.environ.get("wsgi.input_terminated"):
         return request.get_data(cache=False)
     stream = request.environ["wsgi.input"]

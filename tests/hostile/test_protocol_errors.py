@@ -118,3 +118,47 @@ def test_what_gunicorns_parser_still_refuses_is_json_too(server):
     # character in the value, and the worker's error handler answers it.
     answer = exchange(server.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Odd: a\x01b\r\n\r\n")
     assert_json_refusal(answer, 400)
+
+
+def test_a_body_the_app_leaves_unread_never_becomes_the_next_request(server):
+    """The worker hands the app the whole body; what the app does not read is dropped with it, never parsed as
+    the start of the next request on the connection (here the body even looks like one)."""
+    import json
+
+    smuggled = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    valid = json.dumps(SEED_EXAMPLE).encode()
+    refused = f"POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: {len(smuggled)}\r\n\r\n".encode() + smuggled
+    served = _post(f"Content-Length: {len(valid)}\r\n", valid)
+    with connect(server.port) as sock:
+        sock.sendall(refused)
+        assert read_answer(sock).status == 405
+        sock.sendall(served)
+        answer = read_answer(sock)
+        assert answer.status == 200 and answer.json()["attributions"], answer.body
+        # The same two pipelined in one write: two answers, then nothing more.
+        sock.sendall(refused + served)
+        assert read_answer(sock).status == 405
+        assert read_answer(sock).status == 200
+        sock.shutdown(socket.SHUT_WR)
+        sock.settimeout(5)
+        assert sock.recv(1) == b""
+
+
+def test_a_body_sent_in_many_pieces_reaches_the_app_whole(server):
+    """A body near the limit, written in small pieces: every node the caller sent comes back in the answer."""
+    import json
+    import time
+
+    nodes = [f"node-{i:04d}-" + "p" * 40 for i in range(1200)]
+    body = json.dumps({**SEED_EXAMPLE, "scope": {**SEED_EXAMPLE["scope"], "nodes": nodes}}).encode()
+    assert 48 * 1024 < len(body) <= 64 * 1024
+    with connect(server.port) as sock:
+        sock.sendall(_post(f"Content-Length: {len(body)}\r\n"))
+        for start in range(0, len(body), 7000):
+            sock.sendall(body[start : start + 7000])
+            time.sleep(0.01)
+        answer = read_answer(sock)
+    assert answer.status == 200, answer.body
+    data = answer.json()
+    named = {a["target"]["name"] for a in data["attributions"]} | {t["name"] for t in data["unattributed_targets"]}
+    assert named == set(nodes)
