@@ -7,11 +7,19 @@ from typing import Any
 from flask import Blueprint, current_app, g, jsonify, request
 from marshmallow import ValidationError
 
-from app.body import has_duplicate_keys, parse_fast, parse_json_object, read_json_body, validation_error
+from app.body import (
+    has_duplicate_keys,
+    parse_fast,
+    parse_json_object,
+    read_json_body,
+    structure_marks,
+    validation_error,
+    within_bounds,
+)
 from app.mapping import response_json, to_request
 from app.tracing import extract
 from providers.base import Deadline
-from schemas.fast import fast_load, object_keys
+from schemas.fast import fast_load, object_keys, string_colons
 from schemas.request import SCHEMA_VERSION, AttributionRequestSchema
 from schemas.response import SERVICE_NAME
 
@@ -20,25 +28,32 @@ bp = Blueprint("attribution", __name__)
 _request_schema = AttributionRequestSchema()
 
 
-#: Bodies up to this size are parsed by orjson, whose duplicate-key check is a scan of the text; larger ones by
-#: the strict reader, whose hook sees every object (for a few large arrays that is the cheaper of the two).
-ORJSON_MAX_BYTES = 64 * 1024
+def _fast(raw: bytes) -> dict[str, Any] | None:
+    """The loaded request when the body is certainly a valid one, read by orjson and checked in bulk; else None."""
+    marks = structure_marks(raw)
+    if not within_bounds(marks):
+        return None
+    payload = parse_fast(raw)
+    if type(payload) is not dict:
+        return None
+    data = fast_load(payload)
+    if data is None or has_duplicate_keys(raw, marks, object_keys(payload), string_colons(payload)):
+        return None
+    return data
 
 
 def _load(raw: bytes) -> dict[str, Any]:
     """The request body loaded, or RequestValidationError with every problem (a 422).
 
-    A valid request is checked in bulk (`fast_load`); anything else (bad JSON, a duplicate key, any doubt about a
-    value) is read by the strict reader and loaded through the schema, which reports it.
+    A body within the value bounds is parsed by orjson and a valid request checked in bulk (`_fast`); anything
+    else (bad JSON, a duplicate key, too many values, any doubt about a value) is read by the strict reader and
+    loaded through the schema, which reports it.
     """
-    if len(raw) <= ORJSON_MAX_BYTES:
-        payload = parse_fast(raw)
-        if type(payload) is dict:
-            data = fast_load(payload)
-            if data is not None and not has_duplicate_keys(raw, object_keys(payload)):
-                return data
+    data = _fast(raw)
+    if data is not None:
+        return data
     payload = parse_json_object(raw)
-    data = fast_load(payload)
+    data = fast_load(payload)  # a valid body orjson could not take (commas inside names past the value bound)
     if data is not None:
         return data
     try:

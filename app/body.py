@@ -124,26 +124,37 @@ MAX_STRINGS = 16384 + 1024  # keys and string values: a valid request has its no
 _STRING = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+(?:"|\\?\Z)', re.DOTALL)
 
 
+# Every byte but `,` `:` `[` `{` and the backslash: deleting these leaves the marks counted below, in one pass.
+_NOT_A_MARK = bytes(c for c in range(256) if c not in b",:[{\\")
+
+
+def structure_marks(raw: bytes) -> bytes:
+    """The body's `,` `:` `[` `{` and backslashes, in order: what `within_bounds` and `has_duplicate_keys` count."""
+    return raw.translate(None, _NOT_A_MARK)
+
+
+def within_bounds(marks: bytes) -> bool:
+    """True when even counting the marks inside strings, the body holds no more JSON values, object members or
+    containers than a valid request can: parsing it cannot take more memory than the largest valid request."""
+    containers = marks.count(b"[") + marks.count(b"{")
+    return (
+        containers <= MAX_CONTAINERS
+        and marks.count(b":") <= MAX_MEMBERS
+        and marks.count(b",") + containers + 1 <= MAX_VALUES
+    )
+
+
 def _too_many_values(raw: bytes) -> bool:
     """True when the body holds more JSON values, strings, object members or containers than any valid request.
 
     Counting `,` `:` `[` `{` in the raw bytes is fast and never counts too few; only when it passes a bound are the
     strings (which may hold those characters) taken out and the count made again.
     """
-
-    def over(text: bytes) -> bool:
-        containers = text.count(b"[") + text.count(b"{")
-        return (
-            containers > MAX_CONTAINERS
-            or text.count(b":") > MAX_MEMBERS
-            or text.count(b",") + containers + 1 > MAX_VALUES
-        )
-
-    if not over(raw):
+    if within_bounds(structure_marks(raw)):
         return False
     # Stopping after MAX_STRINGS + 1 strings bounds the work and the pieces `subn` collects.
     stripped, strings = _STRING.subn(b'""', raw, count=MAX_STRINGS + 1)
-    return strings > MAX_STRINGS or over(stripped)
+    return strings > MAX_STRINGS or not within_bounds(structure_marks(stripped))
 
 
 class HeldBody(io.BytesIO):
@@ -270,6 +281,13 @@ def key_count(raw: bytes) -> int:
     return len(marks) - marks.count(b"")
 
 
-def has_duplicate_keys(raw: bytes, parsed_keys: int) -> bool:
-    """True when the JSON text holds more keys than the `parsed_keys` its parsed objects kept."""
-    return key_count(raw) != parsed_keys
+def has_duplicate_keys(raw: bytes, marks: bytes, parsed_keys: int, string_colons: int) -> bool:
+    """True when the JSON text `raw` holds more object keys than the `parsed_keys` its parsed objects kept.
+
+    Each colon of the text is either a key's or inside a string, so without escapes the text's colons are the keys
+    plus the colons of the parsed strings (`string_colons`): a dropped duplicate adds at least its own colon. An
+    escape (`\\u003a` is a colon) makes that count unsure: the text's keys are then counted one by one.
+    """
+    if b"\\" in marks:
+        return key_count(raw) != parsed_keys
+    return marks.count(b":") != parsed_keys + string_colons

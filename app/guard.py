@@ -67,15 +67,22 @@ def _target(target: object, scope_nodes: frozenset[str], what: str) -> NodeTarge
 _EXACT_TARGETS = frozenset({NodeTarget, AllJobResources})
 
 
-def _targets(targets: tuple | list, scope_nodes: frozenset[str]) -> tuple[NodeTarget | AllJobResources, ...]:
-    """`unattributed_targets` checked: in one bulk pass when every item is a plain target in scope (the common
-    case, up to 16,384 of them), else item by item, which names the first bad one."""
+def _targets(
+    targets: tuple | list, scope_nodes: frozenset[str]
+) -> tuple[tuple[NodeTarget | AllJobResources, ...], set[object] | None]:
+    """`unattributed_targets` checked, and their keys (`_key`, cheaper to hash than the dataclasses) when every
+    target is of an exact target type, else None. In one bulk pass when every item is a plain target in scope (the
+    common case, up to 16,384 of them), else item by item, which names the first bad one."""
     targets = tuple(targets)
-    if set(map(type, targets)) <= _EXACT_TARGETS and scope_nodes.issuperset(
-        [t.name for t in targets if type(t) is NodeTarget]
-    ):
-        return targets
-    return tuple(_target(t, scope_nodes, f"unattributed_targets[{i}]") for i, t in enumerate(targets))
+    if set(map(type, targets)) <= _EXACT_TARGETS:
+        names = [t.name for t in targets if type(t) is NodeTarget]
+        if scope_nodes.issuperset(names):
+            keys: set[object] = set(names)
+            if len(names) < len(targets):
+                keys.add(None)  # AllJobResources: two of them make one key, so the repeat is seen
+            return targets, keys
+    checked = tuple(_target(t, scope_nodes, f"unattributed_targets[{i}]") for i, t in enumerate(targets))
+    return checked, _keys(checked)
 
 
 def _key(target: object) -> object:
@@ -84,7 +91,7 @@ def _key(target: object) -> object:
 
 
 def _keys(targets: tuple) -> set[object] | None:
-    """The targets' `_key`s, cheaper to hash than the dataclasses; None when some target has another type."""
+    """The targets' `_key`s; None when some target has another type."""
     if not set(map(type, targets)) <= _EXACT_TARGETS:
         return None
     return {t.name if type(t) is NodeTarget else None for t in targets}
@@ -145,8 +152,7 @@ def check_outcome(outcome: object, scope: Scope) -> AttributionOutcome:
     ):
         raise ContractViolation("attributions and unattributed_targets must be sequences")
     findings = tuple(_finding(f, scope_nodes, f"attributions[{i}]") for i, f in enumerate(outcome.attributions))
-    unattributed = _targets(outcome.unattributed_targets, scope_nodes)
-    keys = _keys(unattributed)
+    unattributed, keys = _targets(outcome.unattributed_targets, scope_nodes)
     if keys is None:
         distinct = set(unattributed)
         if len(distinct) != len(unattributed):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timezone
+from operator import attrgetter
 from typing import Any
 
 from providers.base import (
@@ -95,6 +96,7 @@ def _utc_text(value: Any) -> str:
 
 
 _ALL_JOB_RESOURCES = {"type": "AllJobResources"}
+_NAME = attrgetter("name")
 
 
 def _target_json(target: Target) -> dict[str, Any]:
@@ -103,6 +105,12 @@ def _target_json(target: Target) -> dict[str, Any]:
     if type(target) is AllJobResources:
         return dict(_ALL_JOB_RESOURCES)
     return target_data(target)  # a subclass, or a TypeError for what is no target
+
+
+def _targets_json(targets: tuple[Target, ...]) -> list[dict[str, Any]]:
+    if set(map(type, targets)) == {NodeTarget}:  # up to 16,384 nodes: one comprehension, no call per target
+        return [{"type": "Node", "name": name} for name in map(_NAME, targets)]
+    return [_target_json(t) for t in targets]
 
 
 def _finding_json(finding: Finding) -> dict[str, Any]:
@@ -139,7 +147,7 @@ def response_json(
         "request_id": request_id,
         "attribution_session_id": session_id,
         "attributions": [_finding_json(f) for f in outcome.attributions],
-        "unattributed_targets": [_target_json(t) for t in outcome.unattributed_targets],
+        "unattributed_targets": _targets_json(outcome.unattributed_targets),
     }
     error = outcome.error
     if error is not None:

@@ -69,7 +69,8 @@ def merge_per_node(
     """The items of every reader, per scope node, in scope order (nodes with none are absent)."""
     merged: dict[str, list[EvidenceItem]] = {}
     readers = list(readers)
-    for node in nodes:
+    present = set().union(*readers)
+    for node in [n for n in nodes if n in present]:
         items = [item for reader in readers for item in reader.get(node, ())]
         if items:
             merged[node] = items

@@ -8,11 +8,22 @@ a short name two scope nodes share matches nothing but an exact name. Never a pr
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 
 def _short(name: str) -> str:
     return name.split(".", 1)[0]
+
+
+def lowered(names: Sequence[str]) -> list[str]:
+    """Each name in lower case, by one pass over them all (up to 16,384 scope nodes): `"\n".join` is safe, a node
+    name holds no control character (docs/contract.md)."""
+    if not names:
+        return []
+    joined = "\n".join(names)
+    if joined.count("\n") != len(names) - 1:
+        return [n.lower() for n in names]  # a name that does hold one: name by name
+    return joined.lower().split("\n")
 
 
 class NodeNames:
@@ -20,12 +31,15 @@ class NodeNames:
 
     def __init__(self, nodes: Iterable[str]) -> None:
         self.nodes = list(nodes)
-        lowered = [n.lower() for n in self.nodes]
-        self._exact = dict(zip(lowered, self.nodes, strict=True))
+        lower = lowered(self.nodes)
+        self._exact = dict(zip(lower, self.nodes, strict=True))
+        if len(self._exact) == len(self.nodes) and "." not in "".join(self.nodes):
+            self._short = self._exact  # no FQDN: every short name is its one node's whole name
+            return
         # A short name shared by two scope nodes (`gpu-1` and `gpu-1.a`) is ambiguous: only exact names match it.
         # One pass over a scope of up to 16,384 nodes: the short name's node, or None once a second node shares it.
         by_short: dict[str, str | None] = {}
-        for low, n in zip(lowered, self.nodes, strict=True):
+        for low, n in zip(lower, self.nodes, strict=True):
             short = low.partition(".")[0]
             if short not in by_short:
                 by_short[short] = n

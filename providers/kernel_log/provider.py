@@ -26,6 +26,7 @@ from providers.base import (
 )
 from providers.kernel_log import check, epilog
 from providers.kernel_log.collect import Collector, Window
+from providers.kernel_log.identity import lowered
 from providers.kernel_log.joblog import MAX_NODE_BYTES, MAX_REQUEST_BYTES, ReadLimits
 from providers.kernel_log.joblogs import FileJobLogSource, JobLogs, JobLogSource, job_log_result, oom_kills
 from providers.kernel_log.rules import attribute, attribute_epilog
@@ -247,6 +248,8 @@ def fast_window(request: AttributionRequest, lookback: timedelta, grace: timedel
 
 def _unique(nodes: Sequence[str]) -> list[str]:
     # Names compare case-insensitively (RFC 4343); the scope's first spelling is kept.
+    if len(set(lowered(nodes))) == len(nodes):
+        return list(nodes)
     seen: set[str] = set()
     out: list[str] = []
     for n in nodes:

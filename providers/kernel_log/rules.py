@@ -93,7 +93,8 @@ def attribute(
     notes: list[str] = []
     job_read = job.read_nodes if job is not None else frozenset()
     with_kernel = [n for n in nodes if collector.has_telemetry(n)]
-    with_logs = [n for n in nodes if n in with_kernel or n in job_read]
+    kernel_read = frozenset(with_kernel)
+    with_logs = [n for n in nodes if n in kernel_read or n in job_read]
     if unknown:
         notes.append(f"an Xid or SXid the catalogue does not know, or whose line it cannot decode, was seen: "
                      f"{_count_list(unknown)}")  # fmt: skip
