@@ -3,6 +3,7 @@
 Every value comes from an `ATTRIBUTION_*` variable read in app/settings.py; see the README's table.
 """
 
+import gc
 import os
 import shutil
 import sys
@@ -83,6 +84,12 @@ def when_ready(server):  # noqa: ANN001, ANN201 - gunicorn hook
     except OSError as exc:  # taken since on_starting looked
         _cannot_start(server, f"ATTRIBUTION_METRICS_BIND={_server.metrics_bind} cannot be bound: {exc.strerror or exc}")
     server.log.info("metrics on http://%s/metrics", _server.metrics_bind)
+
+
+def pre_fork(server, worker):  # noqa: ANN001, ANN201 - gunicorn hook, in the master
+    """What the master loaded (the app, its schemas, the catalogue) is kept out of the workers' garbage collections:
+    a full collection then walks only what a worker made itself, and the pages stay shared with the master."""
+    gc.freeze()
 
 
 def worker_exit(server, worker):  # noqa: ANN001, ANN201 - gunicorn hook, in the exiting worker
