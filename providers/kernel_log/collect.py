@@ -133,9 +133,9 @@ class Collector:
         else:
             self.unreadable_nodes.add(node)
 
-    def has_telemetry(self, node: str) -> bool:
-        """A node had telemetry when a line of it fell in the window, or its log was seen to span the window."""
-        return node in self.lines_in_window or (node in self.seen_before and node in self.seen_after)
+    def with_telemetry(self) -> set[str]:
+        """The nodes that had telemetry: a line of theirs fell in the window, or their log was seen to span it."""
+        return self.lines_in_window.keys() | (self.seen_before & self.seen_after)
 
 
 __all__ = ["Collector", "Window", "KERNEL_TAG", "DEFAULT_CONTEXT"]

@@ -92,8 +92,7 @@ def attribute(
             uncertain.add(event.host)
     notes: list[str] = []
     job_read = job.read_nodes if job is not None else frozenset()
-    with_kernel = [n for n in nodes if collector.has_telemetry(n)]
-    kernel_read = frozenset(with_kernel)
+    kernel_read = collector.with_telemetry()
     with_logs = [n for n in nodes if n in kernel_read or n in job_read]
     if unknown:
         notes.append(f"an Xid or SXid the catalogue does not know, or whose line it cannot decode, was seen: "
@@ -126,7 +125,7 @@ def attribute(
         notes.insert(0, "the kernel log window was only partly read (Loki page limit reached)")
         return _outcome(findings, [], notes)
     unattributed = [NodeTarget(n) for n in with_logs if n not in named and n not in uncertain]
-    missing = len(nodes) - len(with_kernel)
+    missing = len(nodes) - len(kernel_read.intersection(nodes))
     if missing:
         notes.insert(0, _missing_message(missing, len(nodes), "kernel log lines"))
     return _outcome(findings, unattributed, notes)
