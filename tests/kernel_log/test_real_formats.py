@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from providers.base import AllJobResources, ErrorType, NodeTarget
+from providers.kernel_log.sources.files import FileSource
 from tests.kernel_log.conftest import HEALTHY, at, deadline, make_request, rsyslog, write_lines, xid
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -273,14 +274,14 @@ def test_a_corrupt_rotated_gz_and_a_vanished_file_break_only_themselves(
     (folder / "kern.log.1.gz").write_bytes(gzip.compress(b"x" * 10)[:12])  # cut short: corrupt
     write_lines(tmp_path / "logs" / "worker-02.log", [rsyslog(at(-2), "worker-02", xid(48))])
     vanished = write_lines(tmp_path / "logs" / "worker-03.log", [rsyslog(at(-2), "worker-03", xid(79))])
-    real_open = Path.open
+    real_plan = FileSource.plan
 
-    def open_(self: Path, *args, **kwargs):  # noqa: ANN202 - as the OS answers once rotation removed the file
-        if self == vanished:
-            raise FileNotFoundError(2, "No such file or directory", str(self))
-        return real_open(self, *args, **kwargs)
+    def plan(self: FileSource, collector):  # noqa: ANN001, ANN202 - the file is rotated away once it was listed
+        planned = real_plan(self, collector)
+        vanished.unlink(missing_ok=True)
+        return planned
 
-    monkeypatch.setattr(Path, "open", open_)
+    monkeypatch.setattr(FileSource, "plan", plan)
     with caplog.at_level(logging.WARNING, logger="attribution_adapter.kernel_log"):
         outcome = fast(files_provider, ["worker-01", "worker-02", "worker-03"])
     assert {(f.target.name, f.error_category) for f in outcome.attributions} == {

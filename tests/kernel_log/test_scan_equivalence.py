@@ -201,9 +201,10 @@ def full_read(root: Path, nodes: list[str], window: Window) -> Collector:
     c = Collector(nodes, window)
     for node, files in FileSource(root, cache_entries=0).plan(c):
         for f in files:
-            raw = f.path.read_bytes()
+            raw = Path(f.path).read_bytes()
             data = gzip.decompress(raw) if f.gz else raw
-            origin = f.path.relative_to(root).as_posix()
+            origin = Path(f.path).relative_to(root).as_posix()
+            assert f.origin == origin
             previous = None
             seen: set[str] = set()
             for line in data.split(b"\n"):

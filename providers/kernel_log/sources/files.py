@@ -19,8 +19,8 @@ import zlib
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from pathlib import Path
 from typing import BinaryIO
 
@@ -32,8 +32,9 @@ from providers.base import (
     TraceContext,
     shifted,
 )
-from providers.kernel_log.collect import KEYWORD_BYTES, Collector
-from providers.kernel_log.parse import TimeContext, is_continuation, line_time, parse_line
+from providers.kernel_log.collect import Collector
+from providers.kernel_log.parse import ParsedLine, TimeContext, is_continuation, line_time, parse_line
+from providers.kernel_log.sources.blocks import BLOCK_CACHE_BYTES, Block, BlockCache, analyse
 
 log = logging.getLogger("attribution_adapter.kernel_log")
 
@@ -66,7 +67,8 @@ _ROTATED = re.compile(r"^(?P<base>.+?)(?:\.(?P<num>\d+)|-(?P<date>\d{8}))?(?P<gz
 
 @dataclass(frozen=True)
 class LogFile:
-    path: Path
+    path: str
+    origin: str  # the path relative to the directory, as warnings and evidence name it
     gz: bool
     order: tuple[int, int]  # newest first when sorted ascending
 
@@ -200,11 +202,14 @@ class FileSource:
         combined: tuple[str, ...] = DEFAULT_COMBINED,
         cache_entries: int = CACHE_ENTRIES,
         by_stamps: bool = True,
+        block_bytes: int = BLOCK_CACHE_BYTES,
     ) -> None:
         self.root = root
         self.combined = frozenset(combined)
         #: listings and per-file facts kept between requests (0 entries: nothing kept)
         self.cache = FactCache(cache_entries)
+        #: analysed blocks of per-host files kept between requests (0 bytes: nothing kept)
+        self.blocks = BlockCache(block_bytes if cache_entries > 0 else 0)
         #: count blocks of plain noise lines from their timestamps (False: parse every line of the window)
         self.by_stamps = by_stamps
 
@@ -232,7 +237,9 @@ class FileSource:
                     continue
                 for sub_name, sub_path, _, _ in inner:
                     base, gz, order = _rotation(sub_name)
-                    groups.setdefault((name, node, base), []).append(LogFile(Path(sub_path), gz, order))
+                    groups.setdefault((name, node, base), []).append(
+                        LogFile(sub_path, f"{name}/{sub_name}", gz, order)
+                    )
             elif is_file:
                 base, gz, order = _rotation(name)
                 if base in self.combined:
@@ -242,7 +249,7 @@ class FileSource:
                     node = collector.node_for(stem)
                     if node is None:
                         continue
-                groups.setdefault(("", node, base), []).append(LogFile(Path(path), gz, order))
+                groups.setdefault(("", node, base), []).append(LogFile(path, name, gz, order))
         return [
             (node, sorted(files, key=lambda f: f.order))
             for (_, node, _), files in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][2]))
@@ -273,14 +280,14 @@ class FileSource:
             # File times are not used: copies and checkouts reset them; the lines' own times decide.
             if newer_first is not None and newer_first < lo:
                 break  # everything in this and older files precedes the newer file's first line
-            reader = _Reader(collector, node, log_file.path.relative_to(self.root).as_posix(), hi, deadline)
+            reader = _Reader(collector, node, log_file.origin, hi, deadline)
             if not self.by_stamps:
                 reader._shape = False
             try:
                 if log_file.gz:
                     newer_first = reader.read_gz(log_file.path, lo, self.cache)
                 else:
-                    newer_first = reader.read_plain(log_file.path, lo, self.cache)
+                    newer_first = reader.read_plain(log_file.path, lo, self.cache, self.blocks)
             except UnknownFormat as exc:
                 log.warning(
                     "kernel log file %s has no line in a known format (first unreadable line %d); skipped",
@@ -296,6 +303,15 @@ class FileSource:
                 newer_first = None
             finally:
                 reader.close()
+
+
+@dataclass(frozen=True)
+class _BlockPlace:
+    """Where a plain file's analysed blocks are kept: the cache, the file's path and identity."""
+
+    path: str
+    identity: tuple[int, int, int, int]  # device, inode, size, modification time (ns)
+    cache: BlockCache
 
 
 class _Reader:
@@ -317,11 +333,11 @@ class _Reader:
         for node in self.nodes_seen:
             self.collector.end_origin(node, self.origin)
 
-    def read_gz(self, path: Path, lo: datetime, cache: FactCache) -> datetime | None:
+    def read_gz(self, path: str, lo: datetime, cache: FactCache) -> datetime | None:
         # A gzip stream cannot seek: look at its first line, skip it when it starts after the window, else
         # stream it from the top and stop past the window's end.
-        with path.open("rb") as raw:
-            facts = cache.facts(str(path), os.fstat(raw.fileno()))
+        with open(path, "rb") as raw:
+            facts = cache.facts(path, os.fstat(raw.fileno()))
             known = facts.gz_first
             if known is not None and (known[2] is None or known[2] == self.ctx):
                 first, unknown, _ = known
@@ -342,14 +358,14 @@ class _Reader:
             self.forward(_chunks(stream))
         return first
 
-    def read_plain(self, path: Path, lo: datetime, cache: FactCache) -> datetime | None:
-        with path.open("rb") as raw:
+    def read_plain(self, path: str, lo: datetime, cache: FactCache, blocks: BlockCache) -> datetime | None:
+        with open(path, "rb") as raw:
             f = _Counter(raw, self.collector)
             st = os.fstat(raw.fileno())
             size = st.st_size
             if size == 0:
                 return None
-            facts = cache.facts(str(path), st)
+            facts = cache.facts(path, st)
             _, first = _probe_known(f, 0, size, self.ctx, facts)
             if first is None:
                 line_no = _first_unreadable(f)
@@ -359,9 +375,75 @@ class _Reader:
             if first > self.hi:
                 return first
             offset = _search(f, size, lo, self.deadline, self.ctx, facts)
-            f.seek(offset)
-            self.forward(_chunks(f))
+            self.forward_plain(f, offset, _BlockPlace(path, (st.st_dev, st.st_ino, size, st.st_mtime_ns), blocks))
         return first
+
+    def forward_plain(self, f: _Counter, offset: int, place: _BlockPlace) -> None:
+        """`forward` over a plain file from `offset`, reading on a fixed grid of READ_CHUNK bytes so that blocks of
+        whole lines fall in the same places whatever the window; a block analysed before is taken from `place`'s
+        cache instead of being read again (the block's bytes, from the file of the same identity)."""
+        start = offset  # the file offset of the first byte of `rest`
+        rest = b""
+        while True:
+            _check(self.deadline)
+            if self.node is not None and self._shape is not False:
+                cached = self._cached_block(start, place)
+                if cached is not None:
+                    if self.apply(cached):
+                        return
+                    # `rest` held no newline, so the block reaches past it: reading goes on where the block ends.
+                    start, rest = cached.end, b""
+                    continue
+            at = start + len(rest)
+            f.seek(at)
+            chunk = f.read(READ_CHUNK - at % READ_CHUNK)
+            if not chunk:
+                break
+            data = rest + chunk
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                rest = data
+                if len(rest) > MAX_LINE:  # not a syslog line: dropped, never a buffer without bound
+                    start, rest = start + len(rest), b""
+                continue
+            block = self._new_block(data, cut + 1, start, place)
+            rest = data[cut + 1 :]
+            start += cut + 1
+            if self.apply(block) if block is not None else self.block(data, cut + 1):
+                return
+        if rest:
+            self.feed(rest)
+
+    def _cached_block(self, start: int, place: _BlockPlace) -> Block | None:
+        block = place.cache.get((place.path, place.identity, start))
+        if block is None:
+            return None
+        if self._shape is None:  # the reader's first block: the file's stamp shape is its first line's
+            self._shape = _Shape.detect(block.lines[0], self.collector, self.hi) or False
+        shape = self._shape
+        if not isinstance(shape, _Shape):
+            return replace(block, stamps=None)  # no usable shape: every line is parsed
+        return block if block.pattern == shape.pattern.pattern else None
+
+    def _new_block(self, data: bytes, end: int, start: int, place: _BlockPlace) -> Block | None:
+        """The analysed block of `data[:end]` (kept in the cache), or None when it is read line by line anyway."""
+        if self.node is None or self._shape is False:
+            return None
+        if self._shape is None:
+            self._shape = _Shape.detect(data, self.collector, self.hi) or False
+        shape = self._shape
+        if not isinstance(shape, _Shape):
+            return None
+        block = analyse(data[:end] if end < len(data) else data, start + end, shape.pattern)
+        place.cache.put((place.path, place.identity, start), block, place.identity[3])
+        return block
+
+    def apply(self, block: Block) -> bool:
+        """Feed an analysed block; True when reading should stop."""
+        if block.stamps is None:
+            return any(self.feed(raw) for raw in block.lines)
+        assert isinstance(self._shape, _Shape)
+        return self._by_stamps(block, self._shape)
 
     def forward(self, chunks: Iterator[bytes]) -> None:
         """Feed lines in order until the first one later than the window's end (still fed, for coverage)."""
@@ -393,63 +475,59 @@ class _Reader:
         return False
 
     def _block_by_stamps(self, data: bytes, end: int) -> bool | None:
-        """The fast way through a block of one node's lines, or None when the block does not qualify.
-
-        It qualifies when every line starts with a timestamp of one shape (so comparing the stamps' bytes compares
-        their times), the stamps do not go back in time and no NUL or non-ASCII byte is present (parsing drops or
-        reads those differently). A line whose `[seconds]` values occur nowhere else in the block shares its kernel
-        stamp with no other line, so it neither continues a record nor is continued: it starts a record of its own,
-        which is never kept when it holds no keyword, and only its time counts. Those lines are counted by bisecting
-        the stamps. The first and the last line, keyword lines, lines holding a repeated `[seconds]` value and the
-        lines from the first one past the reading bound on are fed one by one, so the state left is exact.
-        """
+        """The fast way through a block of one node's lines, or None when the block does not qualify (blocks.py)."""
         shape = self._shape
         if shape is None:
             shape = self._shape = _Shape.detect(data, self.collector, self.hi) or False
         if shape is False:
             return None
         assert isinstance(shape, _Shape)
-        view = data[:end] if end < len(data) else data
-        if b"\x00" in view or not view.isascii():
-            return None  # parsing drops NUL bytes and reads other scripts' digits: left to the line parser
-        ordered = shape.pattern.findall(b"\n" + view[:-1])
+        block = analyse(data[:end] if end < len(data) else data, end, shape.pattern)
+        if block.stamps is None:
+            return None
+        return self._by_stamps(block, shape)
+
+    def _by_stamps(self, block: Block, shape: _Shape) -> bool:
+        """Feed a block that qualifies (blocks.py): every line's stamp has one shape, in time order, ASCII, no NUL.
+
+        A line whose `[seconds]` values occur nowhere else in the block shares its kernel stamp with no other line,
+        so it neither continues a record nor is continued: it starts a record of its own, which is never kept when
+        it holds no keyword, and only its time counts. Those lines are counted by bisecting the stamps. The first and
+        the last line, the marked lines (keyword lines, lines holding a repeated `[seconds]` value) and the lines
+        from the first one past the reading bound on are fed one by one, so the state left is exact.
+        """
+        lines, ordered, parsed = block.lines, block.stamps, block.parsed
+        assert ordered is not None
         n = len(ordered)
-        if n < 3 or n != view.count(b"\n"):
-            return None
-        if ordered != sorted(ordered) or not shape.valid_days(ordered):
-            return None
-        lines = view[:-1].split(b"\n")
         node = self.node
         assert node is not None
-        if self.feed(lines[0]):
+        if self.take(*parsed[0]):
             return True
         stop = bisect_right(ordered, shape.hi_key, 1, n - 1)  # lines [1, stop) are not past the reading bound
-        marked = _keyword_lines(view)
-        brackets = _BRACKET.findall(view)
-        if len(set(brackets)) != len(brackets):
-            # A `[seconds]` value repeats: lines holding it may share a kernel stamp (a record of several lines),
-            # so they are fed one by one too; every other line's kernel stamp is its own.
-            marked = sorted(set(marked).union(_repeated_lines(view, brackets)))
         self.nodes_seen.add(node)
         low = 1
-        for k in [*(i for i in marked if 1 <= i < stop), stop]:
+        for k in [*(i for i in block.marked if 1 <= i < stop), stop]:
             if low < k:
                 self.collector.end_origin(node, self.origin)  # the open record is followed by a new one
                 before = shape.count_before(ordered, low, k)
                 upto = bisect_right(ordered, shape.end_key, low, k)
                 self.collector.add_heads(node, before - low, upto - before, k - upto)
-            if k < stop and self.feed(lines[k]):
+            if k < stop and self.take(*parsed[k]):
                 return True
             low = k + 1
         for i in range(stop, n):
-            if self.feed(lines[i]):
+            known = parsed.get(i)
+            if self.take(*known) if known is not None else self.feed(lines[i]):
                 return True
         return False
 
     def feed(self, raw: bytes) -> bool:
         """Feed one line; True when it is past the window's end and reading should stop."""
         text = raw.decode("utf-8", "replace").rstrip("\r").replace("\x00", "")
-        parsed = parse_line(text, self.ctx)
+        return self.take(text, parse_line(text, self.ctx))
+
+    def take(self, text: str, parsed: ParsedLine | None) -> bool:
+        """Take one line as text and parsed; True when it is past the window's end and reading should stop."""
         if parsed is None:
             if self.previous is not None and is_continuation(text, self.previous[1]):  # type: ignore[arg-type]
                 self.collector.add_continuation(self.previous[0], text, self.origin)
@@ -466,9 +544,6 @@ class _Reader:
 
 # An RFC 3339 stamp at the start of a line as parse.py reads it (`_ISO_AT_START`), up to microseconds.
 _STAMP = re.compile(rb"(\d{4}-\d\d-\d\d)([T ])(\d\d:\d\d:\d\d)(?:([.,])(\d{1,6}))?(Z|z|[+-]\d\d:?\d\d)[ \t\f\v]")
-#: every `[seconds]` of a block: a line's kernel stamp (parse.py `_MONO`) is one of them, so when none repeats no
-#: two lines share a kernel stamp and none continues the record before it
-_BRACKET = re.compile(rb"\[ *(\d+\.\d+)\]")
 _SHAPES: dict[tuple[bytes, bytes, int, bytes], re.Pattern[bytes]] = {}
 #: shapes with the bounds of recent windows (False: a shape the window cannot be written in)
 _KNOWN: dict[tuple[object, ...], _Shape | bool] = {}
@@ -540,40 +615,6 @@ class _Shape:
             return bisect_left(ordered, self.start_key, low, high)
         # Written less precisely than the start: a stamp equal to the start's truncation lies before it.
         return bisect_right(ordered, self.start_key, low, high)
-
-    @staticmethod
-    def valid_days(ordered: list[bytes]) -> bool:
-        """Every stamp's date exists (parse.py refuses 2026-02-30) and lies inside what it converts (`ordered` is
-        sorted: when its ends share a day, every stamp has that day)."""
-        first, last = ordered[0][:10], ordered[-1][:10]
-        for day in (first,) if first == last else {s[:10] for s in ordered}:
-            try:
-                value = date(int(day[:4]), int(day[5:7]), int(day[8:10]))
-            except ValueError:
-                return False
-            if not 1 < value.year < 9999:
-                return False
-        return True
-
-
-def _repeated_lines(view: bytes, brackets: list[bytes]) -> set[int]:
-    """The indexes of the lines of `view` holding a `[seconds]` value found more than once in it."""
-    seen: set[bytes] = set()
-    repeated: set[bytes] = set()
-    for value in brackets:
-        (repeated if value in seen else seen).add(value)
-    return {view.count(b"\n", 0, m.start()) for m in _BRACKET.finditer(view) if m.group(1) in repeated}
-
-
-def _keyword_lines(view: bytes) -> list[int]:
-    """The indexes of the lines of `view` holding a keyword (collect.KEYWORDS), in order."""
-    found: set[int] = set()
-    for keyword in KEYWORD_BYTES:
-        at = view.find(keyword)
-        while at >= 0:
-            found.add(view.count(b"\n", 0, at))
-            at = view.find(keyword, view.find(b"\n", at) + 1)
-    return sorted(found)
 
 
 def _offset(text: str) -> tzinfo:

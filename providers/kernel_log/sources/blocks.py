@@ -1,0 +1,161 @@
+"""Blocks of one host's log lines: what the `files` source learns about a block without any window, kept between
+requests.
+
+A block is the whole lines between two read positions of a file. Whether it can be counted from its timestamps (one
+stamp shape on every line, in time order, only ASCII, no NUL), its stamps, and which of its lines must go through
+the line parser (keyword lines, lines sharing a `[seconds]` value) depend on its bytes alone, not on the request's
+window: `analyse` works them out once and `BlockCache` keeps them, keyed by the file's identity (device, inode,
+size, modification time) and the block's first byte (a block analysed for another stamp pattern is not used). A
+later request over the same bytes, with any window, only bisects the stamps for its bounds and parses the few
+marked lines.
+
+The cache holds at most `max_bytes` (an estimate of the memory each block takes), least recently used dropped first.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import date
+
+from providers.kernel_log.collect import KEYWORD_BYTES
+from providers.kernel_log.parse import ParsedLine, parse_line
+
+#: what the cache of analysed blocks may hold, in bytes (estimated: lines, stamps and their objects)
+BLOCK_CACHE_BYTES = 32 * 1024 * 1024
+#: blocks of a file modified less than this long ago are not kept: a change within one tick of a coarse
+#: file-system clock would leave its modification time unchanged (as for the source's other caches)
+SETTLE_NS = 2_000_000_000
+#: every `[seconds]` of a block: a line's kernel stamp (parse.py `_MONO`) is one of them, so when none repeats no
+#: two lines share a kernel stamp and none continues the record before it
+BRACKET = re.compile(rb"\[ *(\d+\.\d+)\]")
+#: per-object overhead counted for each line and stamp kept (CPython bytes objects and list slots)
+_OBJECT_BYTES = 48
+
+
+@dataclass(frozen=True)
+class Block:
+    """A block's window-independent facts: its lines (without their newlines), their stamps in order, and the
+    indexes of the lines that must be parsed one by one. `stamps` is None when the block cannot be counted from
+    its stamps: every line of it is then parsed."""
+
+    end: int  # the file offset just after the block's last newline
+    pattern: bytes  # the stamp pattern it was analysed for
+    lines: list[bytes]
+    stamps: list[bytes] | None
+    marked: list[int]
+    #: the first, the marked and the last line as text and parsed (their stamps make the parse independent of any
+    #: TimeContext), for a block that can be counted from its stamps
+    parsed: dict[int, tuple[str, ParsedLine | None]] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        stamps = self.stamps or ()
+        texts = sum(2 * len(text) for text, _ in self.parsed.values())  # a parsed line: its text and message
+        objects = len(self.lines) + len(stamps) + 8 * len(self.parsed)  # and its fields
+        return sum(map(len, self.lines)) + sum(map(len, stamps)) + texts + _OBJECT_BYTES * objects
+
+
+def analyse(view: bytes, end: int, pattern: re.Pattern[bytes]) -> Block:
+    """The facts of `view` (whole lines, ending with a newline) for the stamp `pattern` (a match starts at a newline;
+    the block is searched with one put before it, so as many matches as lines means every line starts with one)."""
+    lines = view[:-1].split(b"\n")
+    if b"\x00" in view or not view.isascii():
+        return Block(end, pattern.pattern, lines, None, [])  # parsing drops NUL bytes and reads other scripts' digits
+    stamps = pattern.findall(b"\n" + view[:-1])
+    n = len(stamps)
+    if n < 3 or n != len(lines) or stamps != sorted(stamps) or not valid_days(stamps):
+        return Block(end, pattern.pattern, lines, None, [])
+    marked = keyword_lines(view)
+    brackets = BRACKET.findall(view)
+    if len(set(brackets)) != len(brackets):
+        # A `[seconds]` value repeats: lines holding it may share a kernel stamp (a record of several lines),
+        # so they are fed one by one too; every other line's kernel stamp is its own.
+        marked = sorted(set(marked).union(repeated_lines(view, brackets)))
+    parsed = {}
+    for i in {0, *marked, n - 1}:
+        text = lines[i].decode("ascii").rstrip("\r")  # ASCII without NUL: as the reader decodes it
+        parsed[i] = (text, parse_line(text))
+    return Block(end, pattern.pattern, lines, stamps, marked, parsed)
+
+
+def valid_days(ordered: list[bytes]) -> bool:
+    """Every stamp's date exists (parse.py refuses 2026-02-30) and lies inside what it converts (`ordered` is
+    sorted: when its ends share a day, every stamp has that day)."""
+    first, last = ordered[0][:10], ordered[-1][:10]
+    for day in (first,) if first == last else {s[:10] for s in ordered}:
+        try:
+            value = date(int(day[:4]), int(day[5:7]), int(day[8:10]))
+        except ValueError:
+            return False
+        if not 1 < value.year < 9999:
+            return False
+    return True
+
+
+def repeated_lines(view: bytes, brackets: list[bytes]) -> set[int]:
+    """The indexes of the lines of `view` holding a `[seconds]` value found more than once in it."""
+    seen: set[bytes] = set()
+    repeated: set[bytes] = set()
+    for value in brackets:
+        (repeated if value in seen else seen).add(value)
+    return {view.count(b"\n", 0, m.start()) for m in BRACKET.finditer(view) if m.group(1) in repeated}
+
+
+def keyword_lines(view: bytes) -> list[int]:
+    """The indexes of the lines of `view` holding a keyword (collect.KEYWORDS), in order."""
+    found: set[int] = set()
+    for keyword in KEYWORD_BYTES:
+        at = view.find(keyword)
+        while at >= 0:
+            found.add(view.count(b"\n", 0, at))
+            at = view.find(keyword, view.find(b"\n", at) + 1)
+    return sorted(found)
+
+
+#: a block's key: (path, the file's identity, the block's first byte)
+BlockKey = tuple[str, tuple[int, ...], int]
+
+
+class BlockCache:
+    """Analysed blocks between requests, at most `max_bytes` of them, least recently used dropped first;
+    thread-safe."""
+
+    def __init__(self, max_bytes: int = BLOCK_CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.held = 0
+        self._items: OrderedDict[BlockKey, tuple[Block, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: BlockKey) -> Block | None:
+        with self._lock:
+            item = self._items.get(key)
+            if item is None:
+                return None
+            self._items.move_to_end(key)
+            return item[0]
+
+    def put(self, key: BlockKey, block: Block, mtime_ns: int) -> None:
+        if self.max_bytes <= 0 or time.time_ns() - mtime_ns < SETTLE_NS:
+            return
+        size = block.size
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self.held -= old[1]
+            self._items[key] = (block, size)
+            self.held += size
+            while self.held > self.max_bytes:
+                _, (_, dropped) = self._items.popitem(last=False)
+                self.held -= dropped
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+__all__ = ["BLOCK_CACHE_BYTES", "Block", "BlockCache", "analyse", "keyword_lines", "repeated_lines", "valid_days"]
