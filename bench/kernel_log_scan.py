@@ -8,7 +8,8 @@ third. The quiet variant has no GPU event at all. Files get their last line's ti
 finished day of logs has. The tree is removed afterwards.
 
 Figures (each on one line): the request's wall time with a cold provider cache (a new provider per run; the OS page
-cache is warm, as it is for grep) and with a warm one (the same provider again), as the median of N runs;
+cache is warm, as it is for grep), with a warm one (the same provider again) and with the warm provider asked about
+a later failure each time (every window new, overlapping earlier ones), as the median of N runs;
 `grep -rc NVRM` over the same tree run as a subprocess in the same run (median of N); their ratio; the bytes the
 request read (from /proc/self/io: rchar, and read_bytes from storage); the process's peak RSS.
 
@@ -153,11 +154,11 @@ def _provider(root: Path) -> KernelLogProvider:
     )
 
 
-def _request(nodes: tuple[str, ...]) -> AttributionRequest:
+def _request(nodes: tuple[str, ...], detected_at: datetime = DETECTED) -> AttributionRequest:
     return AttributionRequest(
         workload_id="bench",
         scope=Scope(nodes=nodes, ranks=()),
-        failure_context=FailureContext(detected_at=DETECTED, detection_signal="application_error"),
+        failure_context=FailureContext(detected_at=detected_at, detection_signal="application_error"),
         timeout_ms=300000,
         workload_context=WorkloadContext(workflow_id="bench", attempt_index=0),
         phase=Phase.FAST,
@@ -189,6 +190,12 @@ def run(label: str, nodes: int, total_mib: int, repeat: int, seed: int, quiet: b
         provider = _provider(root)
         provider.fast(request, Deadline.after_ms(300000), None)
         warm = [_timed(lambda: provider.fast(request, Deadline.after_ms(300000), None)) for _ in range(repeat)]
+        # The same warm provider asked about other failures: each window new (moved by 3 minutes more each time),
+        # overlapping what earlier requests read.
+        moved = []
+        for k in range(1, repeat + 1):
+            other = _request(names, DETECTED + timedelta(minutes=3 * k))
+            moved.append(_timed(lambda r=other: provider.fast(r, Deadline.after_ms(300000), None)))  # type: ignore[misc]
 
         grep_times = []
         nvrm = 0
@@ -208,8 +215,12 @@ def run(label: str, nodes: int, total_mib: int, repeat: int, seed: int, quiet: b
               f"{len(outcome.unattributed_targets)} unattributed, error {error}")  # fmt: skip
         print(f"[{label}] provider fast request, cold cache: {cold_s * 1000:.1f} ms (median of {repeat})")
         print(f"[{label}] provider fast request, warm cache: {warm_s * 1000:.1f} ms (median of {repeat})")
+        moved_s = statistics.median(r[0] for r in moved)
+        print(f"[{label}] provider fast request, warm cache, a different window each time: {moved_s * 1000:.1f} ms "
+              f"(median of {repeat}; {statistics.median(r[1] for r in moved) / MIB:.2f} MiB read)")  # fmt: skip
         print(f"[{label}] grep -rc NVRM over the tree: {grep_s * 1000:.1f} ms (median of {repeat}), {nvrm} lines")
-        print(f"[{label}] ratio provider/grep: cold {cold_s / grep_s:.3f}x, warm {warm_s / grep_s:.3f}x")
+        print(f"[{label}] ratio provider/grep: cold {cold_s / grep_s:.3f}x, warm {warm_s / grep_s:.3f}x, "
+              f"warm with a different window {moved_s / grep_s:.3f}x")  # fmt: skip
         print(f"[{label}] bytes read per request: cold {statistics.median(r[1] for r in cold) / MIB:.2f} MiB, "
               f"warm {statistics.median(r[1] for r in warm) / MIB:.2f} MiB (rchar; tree {total / MIB:.1f} MiB), "
               f"from storage {max(r[2] for r in cold + warm) / MIB:.2f} MiB (read_bytes)")  # fmt: skip

@@ -395,3 +395,46 @@ def test_blocks_of_noise_at_the_window_bounds(tmp_path: Path, fmt: str, shift_us
     slow = scan(FileSource(tmp_path, cache_entries=0, by_stamps=False), ["worker-01"], window)
     assert state(fast) == state(slow)
     assert fast.lines_in_window["worker-01"] > 0
+
+
+def _long_noise(path: Path, minutes: int = 90) -> None:
+    """One host's file of plain noise, a line every 200 ms over `minutes` before DETECTED, with one event near it."""
+    start = DETECTED - timedelta(minutes=minutes)
+    lines = [_line("rsyslog", start + timedelta(milliseconds=200 * i), "worker-01", NOISE[i % len(NOISE)])
+             for i in range(minutes * 300)]  # fmt: skip
+    lines[-600] = _line("rsyslog", DETECTED - timedelta(minutes=2), "worker-01", EVENTS[1])
+    _write(path, ("\n".join(lines) + "\n").encode(), False, PAST)
+    os.utime(path.parent, (PAST, PAST))
+
+
+def test_a_warm_request_with_another_window_reuses_the_blocks_it_shares(tmp_path: Path) -> None:
+    """Blocks are read on a fixed grid: a later window overlapping an earlier one reads only what is new to it,
+    and still gives exactly what reading its window line by line gives."""
+    _long_noise(tmp_path / "worker-01" / "kern.log")
+    source = FileSource(tmp_path)
+    first = Window(DETECTED - timedelta(minutes=30), DETECTED + timedelta(minutes=2))
+    second = Window(DETECTED - timedelta(minutes=20), DETECTED + timedelta(minutes=1))
+    cold = scan(source, ["worker-01"], first)
+    assert source.blocks.held > 0
+    again = scan(source, ["worker-01"], first)
+    other = scan(source, ["worker-01"], second)
+    for window, got in ((first, again), (second, other)):
+        slow = scan(FileSource(tmp_path, cache_entries=0, by_stamps=False), ["worker-01"], window)
+        assert state(got) == state(slow)
+    assert again.bytes_read < cold.bytes_read // 20  # the window's blocks were not read again
+    assert other.bytes_read < cold.bytes_read // 20  # inside the first window: nothing new to read
+
+
+@pytest.mark.parametrize("block_bytes", [0, 40_000, 200_000])
+def test_blocks_evicted_mid_request_change_nothing(tmp_path: Path, block_bytes: int) -> None:
+    """With a cache holding a few blocks, eviction happens while a request runs: the answer stays exact and the
+    cache stays within its bound."""
+    generate(tmp_path, 6)
+    _long_noise(tmp_path / "worker-01" / "kern.log")
+    source = FileSource(tmp_path, block_bytes=block_bytes)
+    rng = random.Random(block_bytes)
+    for window in windows(rng) * 2:
+        check(source, tmp_path, window, SCOPE, full=False)
+        assert source.blocks.held <= block_bytes
+    if block_bytes:
+        assert len(source.blocks) > 0

@@ -4,7 +4,9 @@ A request's cost follows its window: a file is found by a binary search on its l
 the lines of a host's file that carry one timestamp shape, hold no keyword (collect.KEYWORDS) and share their kernel
 stamp with no other line are counted from their timestamps alone; only the other lines go through the line parser.
 Directory listings and what the search learnt about a file are kept between requests, keyed by the file's identity
-(device, inode, size, modification time), so a request over unchanged logs re-reads little more than its window.
+(device, inode, size, modification time). A plain file is read on a fixed grid of READ_CHUNK bytes, so its blocks of
+whole lines fall in the same places whatever the window; what a block holds apart from any window is kept too
+(blocks.py), so a request over unchanged logs, with any window, reads only the blocks no earlier request met.
 """
 
 from __future__ import annotations
