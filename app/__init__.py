@@ -63,9 +63,16 @@ def register_request_context(app: Flask, provider_name: str, metrics: AdapterMet
         level = logging.ERROR if status >= 500 else logging.WARNING if status >= 400 else logging.INFO
         if not request_log.isEnabledFor(level):  # e.g. ATTRIBUTION_LOG_LEVEL=warning and a 200: no line to build
             return response
-        request_log.log(
+        # The record is made directly: `Logger.log` would first walk the stack for the caller's file and line,
+        # which no field of the line holds.
+        record = request_log.makeRecord(
+            request_log.name,
             level,
+            __file__,
+            0,
             "request",
+            None,
+            None,
             extra={
                 "request_id": g.request_id,
                 "trace_id": g.get("trace_id"),
@@ -79,6 +86,7 @@ def register_request_context(app: Flask, provider_name: str, metrics: AdapterMet
                 "duration_ms": None if started is None else round((time.monotonic() - started) * 1000, 3),
             },
         )
+        request_log.handle(record)
         return response
 
     @app.teardown_request

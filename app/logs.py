@@ -11,6 +11,8 @@ from contextvars import ContextVar
 from datetime import datetime, timezone
 from typing import Any
 
+import orjson
+
 REQUEST_FIELDS = ("request_id", "trace_id", "method", "path", "phase", "status", "outcome", "provider", "duration_ms")
 LOGGER = "attribution_adapter"
 
@@ -45,7 +47,10 @@ class JsonFormatter(logging.Formatter):
                 entry[name] = value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
+        try:
+            return orjson.dumps(entry).decode()
+        except TypeError:  # a value orjson cannot write (a lone surrogate, an integer past 64 bits)
+            return json.dumps(entry, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def logconfig_dict(level: str) -> dict[str, Any]:

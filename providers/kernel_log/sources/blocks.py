@@ -18,6 +18,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -47,8 +48,9 @@ class Block:
     lines: list[bytes]
     stamps: list[bytes] | None
     marked: list[int]
-    #: the first, the marked and the last line as text and parsed (their stamps make the parse independent of any
-    #: TimeContext), for a block that can be counted from its stamps
+    #: lines as text and parsed (their stamps make the parse independent of any TimeContext): the first, the marked
+    #: and the last line of a block counted from its stamps; every line of another block whose lines all start with
+    #: a digit
     parsed: dict[int, tuple[str, ParsedLine | None]] = field(default_factory=dict)
 
     @property
@@ -68,18 +70,26 @@ def analyse(view: bytes, end: int, pattern: re.Pattern[bytes]) -> Block:
     stamps = pattern.findall(b"\n" + view[:-1])
     n = len(stamps)
     if n < 3 or n != len(lines) or stamps != sorted(stamps) or not valid_days(stamps):
-        return Block(end, pattern.pattern, lines, None, [])
+        # Parsed line by line; lines that all start with a digit (an RFC 3339 stamp's) parse the same whatever the
+        # TimeContext, so they are kept parsed.
+        every = range(len(lines)) if all(line[:1].isdigit() for line in lines) else ()
+        return Block(end, pattern.pattern, lines, None, [], _parsed(lines, every))
     marked = keyword_lines(view)
     brackets = BRACKET.findall(view)
     if len(set(brackets)) != len(brackets):
         # A `[seconds]` value repeats: lines holding it may share a kernel stamp (a record of several lines),
         # so they are fed one by one too; every other line's kernel stamp is its own.
         marked = sorted(set(marked).union(repeated_lines(view, brackets)))
-    parsed = {}
-    for i in {0, *marked, n - 1}:
-        text = lines[i].decode("ascii").rstrip("\r")  # ASCII without NUL: as the reader decodes it
-        parsed[i] = (text, parse_line(text))
-    return Block(end, pattern.pattern, lines, stamps, marked, parsed)
+    return Block(end, pattern.pattern, lines, stamps, marked, _parsed(lines, {0, *marked, n - 1}))
+
+
+def _parsed(lines: list[bytes], indexes: Iterable[int]) -> dict[int, tuple[str, ParsedLine | None]]:
+    """The lines at `indexes` (ASCII, no NUL, each starting with a digit) as the reader decodes and parses them."""
+    out = {}
+    for i in indexes:
+        text = lines[i].decode("ascii").rstrip("\r")
+        out[i] = (text, parse_line(text))
+    return out
 
 
 def valid_days(ordered: list[bytes]) -> bool:

@@ -443,6 +443,8 @@ class _Reader:
     def apply(self, block: Block) -> bool:
         """Feed an analysed block; True when reading should stop."""
         if block.stamps is None:
+            if len(block.parsed) == len(block.lines):  # every line kept parsed
+                return any(self.take(*block.parsed[i]) for i in range(len(block.lines)))
             return any(self.feed(raw) for raw in block.lines)
         assert isinstance(self._shape, _Shape)
         return self._by_stamps(block, self._shape)
