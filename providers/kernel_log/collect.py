@@ -46,7 +46,7 @@ class Window:
 class Collector:
     """Receives lines of in-scope hosts from a source and keeps what attribution needs: coverage and records."""
 
-    nodes: Iterable[str]
+    nodes: Iterable[str]  # or their NodeNames, already built
     window: Window
     zone: object = UTC  # a tzinfo: the zone of log formats that carry none
     lines_in_window: dict[str, int] = field(default_factory=dict)
@@ -61,7 +61,7 @@ class Collector:
     truncated: bool = False
 
     def __post_init__(self) -> None:
-        self.names = NodeNames(self.nodes)
+        self.names = self.nodes if isinstance(self.nodes, NodeNames) else NodeNames(self.nodes)
         self.nodes = self.names.nodes
         self.time_context = TimeContext(zone=self.zone, anchor=self.window.middle)  # type: ignore[arg-type]
         self._open: dict[tuple[str, str | None], Record | None] = {}

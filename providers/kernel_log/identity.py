@@ -29,9 +29,10 @@ def lowered(names: Sequence[str]) -> list[str]:
 class NodeNames:
     """Maps names found in logs and file names to the scope's nodes (findings use the scope's spelling)."""
 
-    def __init__(self, nodes: Iterable[str]) -> None:
+    def __init__(self, nodes: Iterable[str], lower: list[str] | None = None) -> None:
         self.nodes = list(nodes)
-        lower = lowered(self.nodes)
+        if lower is None:
+            lower = lowered(self.nodes)
         self._exact = dict(zip(lower, self.nodes, strict=True))
         if len(self._exact) == len(self.nodes) and "." not in "".join(self.nodes):
             self._short = self._exact  # no FQDN: every short name is its one node's whole name
@@ -60,3 +61,20 @@ class NodeNames:
             return None
         # One side is the short name and the other its FQDN; two different FQDNs never match.
         return node if "." not in key or "." not in node else None
+
+
+def scope_names(nodes: Sequence[str]) -> NodeNames:
+    """NodeNames over the scope's nodes, each name once: names compare case-insensitively (RFC 4343) and the
+    scope's first spelling is kept."""
+    lower = lowered(nodes)
+    if len(set(lower)) == len(lower):
+        return NodeNames(nodes, lower)
+    seen: set[str] = set()
+    kept: list[str] = []
+    kept_lower: list[str] = []
+    for n, low in zip(nodes, lower, strict=True):
+        if low not in seen:
+            seen.add(low)
+            kept.append(n)
+            kept_lower.append(low)
+    return NodeNames(kept, kept_lower)

@@ -26,7 +26,7 @@ from providers.base import (
 )
 from providers.kernel_log import check, epilog
 from providers.kernel_log.collect import Collector, Window
-from providers.kernel_log.identity import lowered
+from providers.kernel_log.identity import NodeNames, scope_names
 from providers.kernel_log.joblog import MAX_NODE_BYTES, MAX_REQUEST_BYTES, ReadLimits
 from providers.kernel_log.joblogs import FileJobLogSource, JobLogs, JobLogSource, job_log_result, oom_kills
 from providers.kernel_log.rules import attribute, attribute_epilog
@@ -246,20 +246,6 @@ def fast_window(request: AttributionRequest, lookback: timedelta, grace: timedel
 # ---------------------------------------------------------------- provider
 
 
-def _unique(nodes: Sequence[str]) -> list[str]:
-    # Names compare case-insensitively (RFC 4343); the scope's first spelling is kept.
-    if len(set(lowered(nodes))) == len(nodes):
-        return list(nodes)
-    seen: set[str] = set()
-    out: list[str] = []
-    for n in nodes:
-        low = n.lower()
-        if low not in seen:
-            seen.add(low)
-            out.append(n)
-    return out
-
-
 class KernelLogProvider(Provider):
     """The open `kernel_log` provider: NVIDIA Xid/SXid, PCIe AER and GSP events from the nodes' kernel logs."""
 
@@ -280,7 +266,8 @@ class KernelLogProvider(Provider):
     def fast(self, request: AttributionRequest, deadline: Deadline, trace: TraceContext | None) -> AttributionOutcome:
         """Classify the kernel lines of the scope's nodes around `detected_at`."""
         state = {"v": SESSION_STATE_VERSION}
-        nodes = _unique(request.scope.nodes)
+        names = scope_names(request.scope.nodes)
+        nodes = names.nodes
         if not nodes:
             return AttributionOutcome(
                 error=ProviderError(
@@ -296,7 +283,7 @@ class KernelLogProvider(Provider):
                 ),
                 session_state=state,
             )
-        collector = self.collect(nodes, window, deadline, trace)
+        collector = self.collect(names, window, deadline, trace)
         source = self.settings.source.evidence_source
         job = None
         if self.settings.job_logs is not None:
@@ -316,7 +303,7 @@ class KernelLogProvider(Provider):
         )
 
     def collect(
-        self, nodes: Sequence[str], window: Window, deadline: Deadline, trace: TraceContext | None
+        self, nodes: Sequence[str] | NodeNames, window: Window, deadline: Deadline, trace: TraceContext | None
     ) -> Collector:
         """Read the window's lines of `nodes` from the configured source (the benchmark calls this too)."""
         collector = Collector(nodes, window, zone=self.settings.time_zone)
@@ -336,7 +323,7 @@ class KernelLogProvider(Provider):
         # replica can serve this call.
         if self.settings.epilog_dir is None:
             return AttributionOutcome(error=ProviderError(ErrorType.INSUFFICIENT_TELEMETRY, EPILOG_NOT_CONFIGURED))
-        nodes = _unique(request.scope.nodes)
+        nodes = scope_names(request.scope.nodes).nodes
         if not nodes:
             return AttributionOutcome(
                 error=ProviderError(ErrorType.INSUFFICIENT_TELEMETRY, "the scope names no nodes, so no epilog was read")

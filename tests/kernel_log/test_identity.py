@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from providers.kernel_log.identity import NodeNames, lowered
+from providers.kernel_log.identity import NodeNames, lowered, scope_names
 
 
 @pytest.mark.parametrize(
@@ -31,3 +31,17 @@ def test_lowered_is_each_name_lowered(names):
 )
 def test_a_host_names_its_scope_node_whole_or_by_short_name_and_fqdn(scope, host, node):
     assert NodeNames(scope).node_for(host) == node
+
+
+@pytest.mark.parametrize(
+    "scope, kept",
+    [
+        (["worker-01", "worker-02"], ["worker-01", "worker-02"]),
+        (["Worker-01", "worker-02", "WORKER-01"], ["Worker-01", "worker-02"]),
+        ([], []),
+    ],
+)
+def test_scope_names_keep_each_node_once_in_its_first_spelling(scope, kept):
+    names = scope_names(scope)
+    assert names.nodes == kept
+    assert all(names.node_for(n) == n for n in kept)
