@@ -438,3 +438,35 @@ def test_blocks_evicted_mid_request_change_nothing(tmp_path: Path, block_bytes: 
         assert source.blocks.held <= block_bytes
     if block_bytes:
         assert len(source.blocks) > 0
+
+
+def test_a_combined_file_parses_only_the_lines_that_can_be_the_scopes_hosts(tmp_path: Path, monkeypatch) -> None:
+    """In a combined file, a line naming no scope node's short name (case-insensitively) is another host's: it is
+    left out without being parsed, and the answer is still exactly the line-by-line one (a scope node logging
+    under its FQDN in capitals, another host's line mentioning a scope node, events of every host)."""
+    from providers.kernel_log.sources import files
+
+    lines = []
+    hosts = ("worker-01", "WORKER-02.cluster.local", "storage-17", "login-3", "gpu-9")
+    start = DETECTED - timedelta(minutes=40)
+    for i in range(6000):
+        host = hosts[(i // 10) % 2] if i % 10 == 0 else hosts[2 + i % 3]
+        msg = EVENTS[i % len(EVENTS)] if i % 97 == 0 else NOISE[i % len(NOISE)]
+        if i == 4500:
+            msg = "sshd: session opened for worker-01 from 10.0.0.7"
+        lines.append(_line("rsyslog", start + timedelta(milliseconds=400 * i), host, msg))
+    _write(tmp_path / "kern.log", ("\n".join(lines) + "\n").encode(), False, PAST)
+    os.utime(tmp_path, (PAST, PAST))
+    window = Window(DETECTED - timedelta(minutes=15), DETECTED + timedelta(minutes=2))
+    nodes = ["worker-01", "worker-02", "worker-05"]
+    parsed: list[str] = []
+    real = files.parse_line
+    monkeypatch.setattr(files, "parse_line", lambda text, ctx: parsed.append(text) or real(text, ctx))
+    fast = scan(FileSource(tmp_path), nodes, window)
+    fast_parsed = len(parsed)
+    slow = scan(FileSource(tmp_path, cache_entries=0, by_stamps=False), nodes, window)
+    assert state(fast) == state(slow)
+    assert answer(fast, nodes) == answer(full_read(tmp_path, nodes, window), nodes)
+    assert fast.lines_in_window["worker-01"] > 0 and fast.lines_in_window["worker-02"] > 0
+    assert fast_parsed < (len(parsed) - fast_parsed) / 3  # most lines are other hosts': never parsed
+    assert any("session opened for worker-01" in text for text in parsed[:fast_parsed])  # named: it is parsed

@@ -21,6 +21,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
+from functools import lru_cache
 
 from providers.kernel_log.collect import KEYWORD_BYTES
 from providers.kernel_log.parse import ParsedLine, parse_line
@@ -65,14 +66,12 @@ def analyse(view: bytes, end: int, pattern: re.Pattern[bytes]) -> Block:
     """The facts of `view` (whole lines, ending with a newline) for the stamp `pattern` (a match starts at a newline;
     the block is searched with one put before it, so as many matches as lines means every line starts with one)."""
     lines = view[:-1].split(b"\n")
-    if b"\x00" in view or not view.isascii():
-        return Block(end, pattern.pattern, lines, None, [])  # parsing drops NUL bytes and reads other scripts' digits
-    stamps = pattern.findall(b"\n" + view[:-1])
-    n = len(stamps)
-    if n < 3 or n != len(lines) or stamps != sorted(stamps) or not valid_days(stamps):
+    stamps = sorted_stamps(view, pattern)
+    if stamps is None:
         # Parsed line by line; lines that all start with a digit (an RFC 3339 stamp's) parse the same whatever the
         # TimeContext, so they are kept parsed.
-        every = range(len(lines)) if all(line[:1].isdigit() for line in lines) else ()
+        plain = view.isascii() and b"\x00" not in view
+        every = range(len(lines)) if plain and all(line[:1].isdigit() for line in lines) else ()
         return Block(end, pattern.pattern, lines, None, [], _parsed(lines, every))
     marked = keyword_lines(view)
     brackets = BRACKET.findall(view)
@@ -80,7 +79,7 @@ def analyse(view: bytes, end: int, pattern: re.Pattern[bytes]) -> Block:
         # A `[seconds]` value repeats: lines holding it may share a kernel stamp (a record of several lines),
         # so they are fed one by one too; every other line's kernel stamp is its own.
         marked = sorted(set(marked).union(repeated_lines(view, brackets)))
-    return Block(end, pattern.pattern, lines, stamps, marked, _parsed(lines, {0, *marked, n - 1}))
+    return Block(end, pattern.pattern, lines, stamps, marked, _parsed(lines, {0, *marked, len(stamps) - 1}))
 
 
 def _parsed(lines: list[bytes], indexes: Iterable[int]) -> dict[int, tuple[str, ParsedLine | None]]:
@@ -90,6 +89,19 @@ def _parsed(lines: list[bytes], indexes: Iterable[int]) -> dict[int, tuple[str, 
         text = lines[i].decode("ascii").rstrip("\r")
         out[i] = (text, parse_line(text))
     return out
+
+
+def sorted_stamps(view: bytes, pattern: re.Pattern[bytes]) -> list[bytes] | None:
+    """The stamps of the block `view`, one a line, when it can be counted from them: at least three lines, every one
+    starting with a stamp of `pattern`, in time order, on days that exist, only ASCII and no NUL (parsing drops NUL
+    bytes and reads other scripts' digits). Else None."""
+    if b"\x00" in view or not view.isascii():
+        return None
+    stamps = pattern.findall(b"\n" + view[:-1])
+    n = len(stamps)
+    if n < 3 or n != view.count(b"\n") or stamps != sorted(stamps) or not valid_days(stamps):
+        return None
+    return stamps
 
 
 def valid_days(ordered: list[bytes]) -> bool:
@@ -124,6 +136,40 @@ def keyword_lines(view: bytes) -> list[int]:
             found.add(view.count(b"\n", 0, at))
             at = view.find(keyword, view.find(b"\n", at) + 1)
     return sorted(found)
+
+
+#: the most scope names a combined file's lines are searched for at once (more: every line is parsed)
+MAX_HOST_NAMES = 256
+
+
+@lru_cache(maxsize=32)
+def host_names(shorts: frozenset[str]) -> re.Pattern[bytes] | None:
+    """A search for any of the scope's short names (lower case) in a lowered block, or None when there are too many
+    to search for or one is empty (it would match everywhere)."""
+    if not shorts or len(shorts) > MAX_HOST_NAMES or "" in shorts or not all(s.isascii() for s in shorts):
+        return None
+    return re.compile(b"|".join(re.escape(s.encode()) for s in sorted(shorts, key=len, reverse=True)))
+
+
+def lines_naming(view: bytes, names: re.Pattern[bytes]) -> list[int]:
+    """The indexes of the lines of the ASCII block `view` that hold one of `names`, case-insensitively, in order.
+
+    A host names a scope node only when its name, lowered, holds the node's short name (identity.NodeNames): a line
+    holding none cannot be a scope node's line.
+    """
+    lowered = view.lower()
+    found: list[int] = []
+    at = 0
+    line = 0
+    for m in names.finditer(lowered):
+        start = m.start()
+        if start < at:
+            continue  # this line is already in
+        line += lowered.count(b"\n", at, start)
+        found.append(line)
+        at = lowered.find(b"\n", start) + 1 or len(lowered)
+        line += 1
+    return found
 
 
 #: a block's key: (path, the file's identity, the block's first byte)
@@ -168,4 +214,15 @@ class BlockCache:
         return len(self._items)
 
 
-__all__ = ["BLOCK_CACHE_BYTES", "Block", "BlockCache", "analyse", "keyword_lines", "repeated_lines", "valid_days"]
+__all__ = [
+    "BLOCK_CACHE_BYTES",
+    "Block",
+    "BlockCache",
+    "analyse",
+    "host_names",
+    "keyword_lines",
+    "lines_naming",
+    "repeated_lines",
+    "sorted_stamps",
+    "valid_days",
+]

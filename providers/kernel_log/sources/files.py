@@ -36,7 +36,15 @@ from providers.base import (
 )
 from providers.kernel_log.collect import Collector
 from providers.kernel_log.parse import ParsedLine, TimeContext, is_continuation, line_time, parse_line
-from providers.kernel_log.sources.blocks import BLOCK_CACHE_BYTES, Block, BlockCache, analyse
+from providers.kernel_log.sources.blocks import (
+    BLOCK_CACHE_BYTES,
+    Block,
+    BlockCache,
+    analyse,
+    host_names,
+    lines_naming,
+    sorted_stamps,
+)
 
 log = logging.getLogger("attribution_adapter.kernel_log")
 
@@ -285,6 +293,8 @@ class FileSource:
             reader = _Reader(collector, node, log_file.origin, hi, deadline)
             if not self.by_stamps:
                 reader._shape = False
+            elif node is None:  # a combined file: only lines that can be the scope's hosts' are parsed
+                reader.hosts = host_names(frozenset(n.lower().partition(".")[0] for n in collector.nodes))
             try:
                 if log_file.gz:
                     newer_first = reader.read_gz(log_file.path, lo, self.cache)
@@ -330,6 +340,8 @@ class _Reader:
         self.nodes_seen: set[str] = set()
         #: the timestamp shape of the file's blocks and its window bounds (None: none tried yet; False: unusable)
         self._shape: _Shape | None | bool = None
+        #: for a combined file: a search for the scope's short names (None: every line is parsed)
+        self.hosts: re.Pattern[bytes] | None = None
 
     def close(self) -> None:
         for node in self.nodes_seen:
@@ -473,6 +485,10 @@ class _Reader:
             done = self._block_by_stamps(data, end)
             if done is not None:
                 return done
+        elif self.hosts is not None and self._shape is not False:
+            done = self._combined_by_stamps(data, end, self.hosts)
+            if done is not None:
+                return done
         for raw in data[: end - 1].split(b"\n"):
             if self.feed(raw):
                 return True
@@ -490,6 +506,33 @@ class _Reader:
         if block.stamps is None:
             return None
         return self._by_stamps(block, shape)
+
+    def _combined_by_stamps(self, data: bytes, end: int, hosts: re.Pattern[bytes]) -> bool | None:
+        """A block of a combined file, or None when it does not qualify: only the lines that can be a scope host's
+        are parsed.
+
+        It qualifies as a host's block does (every line starts with a stamp of one shape, in time order, ASCII, no
+        NUL), so every line parses as a stamped line of its own. A line holding no scope node's short name is then
+        another host's: reading it would only forget the previous line (which matters to a line without a stamp,
+        and the block has none) and, past the reading bound, stop; so the lines up to the bound that name no scope
+        node are left out, the first and last line and those past the bound are fed as they are.
+        """
+        shape = self._shape
+        if shape is None:
+            shape = self._shape = _Shape.detect(data, self.collector, self.hi) or False
+        if not isinstance(shape, _Shape):
+            return None
+        view = data[:end] if end < len(data) else data
+        ordered = sorted_stamps(view, shape.pattern)
+        if ordered is None:
+            return None
+        lines = view[:-1].split(b"\n")
+        n = len(lines)
+        stop = bisect_right(ordered, shape.hi_key, 1, n - 1)  # lines [1, stop) are not past the reading bound
+        for i in (0, *(i for i in lines_naming(view, hosts) if 1 <= i < stop), *range(stop, n)):
+            if self.feed(lines[i]):
+                return True
+        return False
 
     def _by_stamps(self, block: Block, shape: _Shape) -> bool:
         """Feed a block that qualifies (blocks.py): every line's stamp has one shape, in time order, ASCII, no NUL.
