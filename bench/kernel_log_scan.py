@@ -1,6 +1,8 @@
 """Benchmark: one kernel_log `fast` request (`files` source) over a generated day of logs versus `grep -rc NVRM`.
 
-The tree (`<tmp>/<host>/kern.log.1` for 00-12h, `<host>/kern.log` for 12-24h, RSYSLOG_FileFormat) holds realistic
+The tree (`<tmp>/<host>/kern.log.1` for 00-12h, `<host>/kern.log` for 12-24h, RSYSLOG_FileFormat; in the combined
+variant every host's lines in time order in `<tmp>/kern.log.1` and `<tmp>/kern.log`, a sixth of the size, the request
+naming 8 of the hosts) holds realistic
 kernel noise -- network, storage, audit, firmware-tracer lines, now and then a several-line record (a hung-task
 report repeating its kernel stamp) and a rare driver banner (`NVRM: loading NVIDIA UNIX ...`) -- plus a few GPU events
 around the request's failure time: an Xid 79 on one host, an Xid 13 on another, a corrected PCIe AER error on a
@@ -89,8 +91,9 @@ def _stamp(seconds: float) -> str:
     return f"2026-09-09T{h:02d}:{m:02d}:{s:02d}.{int((seconds - whole) * 1e6):06d}+00:00"
 
 
-def generate(root: Path, nodes: int, total_bytes: int, seed: int, quiet: bool) -> int:
-    """Write the tree; return the bytes written."""
+def generate(root: Path, nodes: int, total_bytes: int, seed: int, quiet: bool, combined: bool = False) -> int:
+    """Write the tree (`combined`: every host's lines, in time order, in `<tmp>/kern.log.1` and `kern.log`, as a
+    central syslog server writes one file for all); return the bytes written."""
     rng = random.Random(seed)
     per_node = total_bytes // nodes
     average = 144  # bytes of a line, roughly (the hung-task records and systemd lines included)
@@ -98,10 +101,10 @@ def generate(root: Path, nodes: int, total_bytes: int, seed: int, quiet: bool) -
     step = 86400 / lines
     written = 0
     events = {} if quiet else {host: (18 * 3600 - before, msg) for host, before, msg in EVENTS}
+    merged: dict[str, list[tuple[float, str]]] = {"kern.log.1": [], "kern.log": []}
     for n in range(nodes):
         host = f"worker-{n:03d}"
         folder = root / host
-        folder.mkdir(parents=True)
         halves: dict[str, list[str]] = {"kern.log.1": [], "kern.log": []}
         event = events.get(n)
         t = 0.0
@@ -121,6 +124,12 @@ def generate(root: Path, nodes: int, total_bytes: int, seed: int, quiet: bool) -
                 half.append(f"{_stamp(t)} {host} systemd[1]: Started session-{i}.scope - Session {i} of user slurm.")
             else:
                 half.append(prefix + NOISE[rng.randrange(len(NOISE))])
+        if combined:
+            for name, chunk in halves.items():
+                # a host's lines keep their order; across hosts, the time of each line's stamp
+                merged[name].extend((_seconds(line), line) for line in chunk)
+            continue
+        folder.mkdir(parents=True)
         for name, chunk in halves.items():
             data = ("\n".join(chunk) + "\n").encode()
             path = folder / name
@@ -129,8 +138,21 @@ def generate(root: Path, nodes: int, total_bytes: int, seed: int, quiet: bool) -
             last = (DAY + timedelta(seconds=t if name == "kern.log" else 43200)).timestamp()
             os.utime(path, (last, last))
         os.utime(folder, (DAY.timestamp() + 86400, DAY.timestamp() + 86400))
+    for name, timed in merged.items() if combined else ():
+        timed.sort(key=lambda item: item[0])
+        data = ("\n".join(line for _, line in timed) + "\n").encode()
+        (root / name).write_bytes(data)
+        written += len(data)
+        last = (DAY + timedelta(seconds=timed[-1][0])).timestamp()
+        os.utime(root / name, (last, last))
     os.utime(root, (DAY.timestamp() + 86400, DAY.timestamp() + 86400))
     return written
+
+
+def _seconds(line: str) -> float:
+    """The seconds into the day of a generated line's stamp."""
+    h, m, s = line[11:13], line[14:16], line[17:26]
+    return int(h) * 3600 + int(m) * 60 + float(s)
 
 
 def _io() -> tuple[int, int]:
@@ -174,13 +196,17 @@ def _timed(call: Callable[[], AttributionOutcome]) -> tuple[float, int, int, Att
     return elapsed, rchar2 - rchar, read_bytes2 - read_bytes, outcome
 
 
-def run(label: str, nodes: int, total_mib: int, repeat: int, seed: int, quiet: bool) -> None:
+def run(
+    label: str, nodes: int, total_mib: int, repeat: int, seed: int, quiet: bool, combined: bool = False, scope: int = 0
+) -> None:
     root = Path(tempfile.mkdtemp(prefix="kernel-log-bench-"))
     try:
         t0 = time.perf_counter()
-        total = generate(root, nodes, total_mib * MIB, seed, quiet)
-        print(f"[{label}] tree: {nodes} hosts, {total / MIB:.1f} MiB, generated in {time.perf_counter() - t0:.1f} s")
-        names = tuple(f"worker-{n:03d}" for n in range(nodes))
+        total = generate(root, nodes, total_mib * MIB, seed, quiet, combined)
+        layout = "one combined file" if combined else "a folder per host"
+        names = tuple(f"worker-{n:03d}" for n in range(scope or nodes))
+        print(f"[{label}] tree: {nodes} hosts ({layout}), {total / MIB:.1f} MiB, generated in "
+              f"{time.perf_counter() - t0:.1f} s; the request's scope: {len(names)} hosts")  # fmt: skip
         request = _request(names)
 
         cold = []
@@ -240,6 +266,8 @@ def main(argv: list[str] | None = None) -> None:
         args.nodes, args.total_mib, args.repeat = 16, 32, 3
     run("busy", args.nodes, args.total_mib, args.repeat, args.seed, quiet=False)
     run("quiet", args.nodes, args.total_mib, args.repeat, args.seed, quiet=True)
+    # A central server's one file for all hosts, a sixth of the size, asked about 8 of the hosts.
+    run("combined", args.nodes, args.total_mib // 6, args.repeat, args.seed, quiet=False, combined=True, scope=8)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(f"peak RSS of the benchmark process: {peak / 1024:.1f} MiB")
 
