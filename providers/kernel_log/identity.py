@@ -23,7 +23,8 @@ def lowered(names: Sequence[str]) -> list[str]:
     joined = "\n".join(names)
     if joined.count("\n") != len(names) - 1:
         return [n.lower() for n in names]  # a name that does hold one: name by name
-    return joined.lower().split("\n")
+    lower = joined.lower()
+    return list(names) if lower == joined else lower.split("\n")
 
 
 class NodeNames:
