@@ -79,6 +79,11 @@ VIOLATIONS = {
     "node-in-both-lists-among-others": outcome(
         finding("worker-02"), unattributed=[NodeTarget("worker-01"), NodeTarget("worker-02")]
     ),
+    "unattributed-node-repeated": outcome(unattributed=[NodeTarget("worker-01"), NodeTarget("worker-01")]),
+    "unattributed-job-resources-repeated": outcome(unattributed=[AllJobResources(), AllJobResources()]),
+    "job-resources-in-both-lists": outcome(
+        finding(target=AllJobResources()), unattributed=[NodeTarget("worker-02"), AllJobResources()]
+    ),
     "target-not-a-target": outcome(finding(target="worker-01")),
     "unattributed-not-a-target": outcome(unattributed=["worker-02"]),
     # findings beside a blocking error
@@ -180,6 +185,13 @@ def test_all_job_resources_and_nodes_may_mix():
     body = check_200(_ask(answer))
     assert body["attributions"][0]["target"] == {"type": "AllJobResources"}
     assert len(body["unattributed_targets"]) == 3
+
+
+def test_all_job_resources_may_stand_once_among_unattributed_nodes():
+    answer = outcome(finding("worker-01"), unattributed=[NodeTarget("worker-02"), AllJobResources()])
+    body = check_200(_ask(answer))
+    assert "error" not in body
+    assert body["unattributed_targets"] == [{"name": "worker-02", "type": "Node"}, {"type": "AllJobResources"}]
 
 
 def test_aware_datetimes_are_emitted_in_utc_with_z():
