@@ -16,6 +16,7 @@ import random
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -359,8 +360,13 @@ def test_recently_modified_files_are_not_cached(tmp_path: Path) -> None:
     path.write_bytes(("\n".join(lines) + "\n").encode())  # modified just now: its clock tick may not be over
     source = FileSource(tmp_path)
     first = scan(source, ["worker-01"], window)
+    unsettled = FileSource(tmp_path, block_bytes=0)  # the same, without blocks: only the file facts could help
+    scan(unsettled, ["worker-01"], window)
+    assert scan(unsettled, ["worker-01"], window).bytes_read == first.bytes_read  # searched again in full
     second = scan(source, ["worker-01"], window)
-    assert second.bytes_read == first.bytes_read  # searched again, not answered from the cache
+    # Its blocks are used once the bytes before its end are found unchanged (one read of those bytes).
+    assert state(second) == state(first)
+    assert 0 < second.bytes_read < first.bytes_read
     assert time.time() - path.stat().st_mtime < 60
 
 
@@ -470,3 +476,68 @@ def test_a_combined_file_parses_only_the_lines_that_can_be_the_scopes_hosts(tmp_
     assert fast.lines_in_window["worker-01"] > 0 and fast.lines_in_window["worker-02"] > 0
     assert fast_parsed < (len(parsed) - fast_parsed) / 3  # most lines are other hosts': never parsed
     assert any("session opened for worker-01" in text for text in parsed[:fast_parsed])  # named: it is parsed
+
+
+def test_a_live_log_appended_between_requests_keeps_its_blocks_and_stays_exact(tmp_path: Path) -> None:
+    """A live kern.log grows between requests (modified just now, the same inode): the blocks read before stand
+    once the bytes before its former end are found unchanged; a file rewritten in place or truncated and regrown
+    starts afresh. Every answer is the line-by-line one."""
+    path = tmp_path / "worker-01" / "kern.log"
+    path.parent.mkdir()
+    start = DETECTED - timedelta(minutes=40)
+    lines = [_line("rsyslog", start + timedelta(milliseconds=200 * i), "worker-01", NOISE[i % len(NOISE)])
+             for i in range(12000)]  # fmt: skip
+    path.write_bytes(("\n".join(lines[:9000]) + "\n").encode())
+    window = Window(DETECTED - timedelta(minutes=15), DETECTED + timedelta(minutes=2))
+    source = FileSource(tmp_path)
+
+    def exact() -> Collector:
+        got = scan(source, ["worker-01"], window)
+        assert state(got) == state(scan(FileSource(tmp_path, cache_entries=0, by_stamps=False), ["worker-01"], window))
+        return got
+
+    exact()
+    with path.open("ab") as log:  # appended in place, as syslog does
+        log.write(("\n".join(lines[9000:]) + "\n").encode())
+    grown = exact()
+    afresh = scan(FileSource(tmp_path), ["worker-01"], window)
+    # The window's lines before the former end (from line 7500 on) were not read again, but for the grid's blocks
+    # at either edge of them.
+    before_end = sum(len(line) + 1 for line in lines[7500:9000])
+    assert afresh.bytes_read - grown.bytes_read > before_end - 2 * 16384
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b"ready", b"READY").replace(b"tracer", b"TRACER"))  # rewritten, same size
+    exact()
+    path.write_bytes(data[: len(data) // 2])  # truncated (copytruncate), then written again
+    exact()
+    with path.open("ab") as log:
+        log.write(lines[-1].encode() + b"\n" + _line("rsyslog", DETECTED, "worker-01", EVENTS[1]).encode() + b"\n")
+    assert [r.lines[0] for r in exact().records["worker-01"]] == [EVENTS[1]]
+
+
+def test_blocks_read_past_the_size_a_request_saw_are_not_trusted_later(tmp_path: Path, monkeypatch) -> None:
+    """A log can grow while it is read: blocks read past the size the request saw are kept, but a later request
+    only trusts blocks up to the end it verified; bytes past it that changed are read anew."""
+    path = tmp_path / "worker-01" / "kern.log"
+    path.parent.mkdir()
+    start = DETECTED - timedelta(minutes=40)
+    lines = [_line("rsyslog", start + timedelta(milliseconds=200 * i), "worker-01", NOISE[i % len(NOISE)])
+             for i in range(9000)]  # fmt: skip
+    path.write_bytes(("\n".join(lines) + "\n").encode())
+    seen_size = len(("\n".join(lines[:6000]) + "\n").encode())
+    window = Window(DETECTED - timedelta(minutes=15), DETECTED + timedelta(minutes=2))
+    source = FileSource(tmp_path)
+    real_fstat = os.fstat
+
+    def fstat_before_growth(fd: int) -> SimpleNamespace:  # the size the file had when the request looked at it
+        st = real_fstat(fd)
+        return SimpleNamespace(**{**{a: getattr(st, a) for a in dir(st) if a.startswith("st_")}, "st_size": seen_size})
+
+    monkeypatch.setattr(os, "fstat", fstat_before_growth)
+    scan(source, ["worker-01"], window)
+    monkeypatch.setattr(os, "fstat", real_fstat)
+    lines[8000] = _line("rsyslog", start + timedelta(milliseconds=200 * 8000), "worker-01", EVENTS[1])
+    path.write_bytes(("\n".join(lines) + "\n").encode())  # the bytes past the seen size changed, not those before
+    got = scan(source, ["worker-01"], window)
+    assert state(got) == state(scan(FileSource(tmp_path, cache_entries=0, by_stamps=False), ["worker-01"], window))
+    assert [r.lines[0] for r in got.records["worker-01"]] == [EVENTS[1]]

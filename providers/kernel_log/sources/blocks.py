@@ -14,11 +14,14 @@ The cache holds at most `max_bytes` (an estimate of the memory each block takes)
 
 from __future__ import annotations
 
+import hashlib
+import itertools
+import os
 import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import date
 from functools import lru_cache
@@ -28,9 +31,13 @@ from providers.kernel_log.parse import ParsedLine, parse_line
 
 #: what the cache of analysed blocks may hold, in bytes (estimated: lines, stamps and their objects)
 BLOCK_CACHE_BYTES = 32 * 1024 * 1024
-#: blocks of a file modified less than this long ago are not kept: a change within one tick of a coarse
-#: file-system clock would leave its modification time unchanged (as for the source's other caches)
+#: a file modified less than this long ago may change again within one tick of a coarse file-system clock without
+#: its modification time changing: its blocks are trusted only once the bytes before its end are found unchanged
 SETTLE_NS = 2_000_000_000
+#: the bytes before a file's end compared to tell an appended file from a rewritten one
+TAIL_BYTES = 4096
+#: files whose lineage (identity and end as last seen) is kept
+LINEAGES = 4096
 #: every `[seconds]` of a block: a line's kernel stamp (parse.py `_MONO`) is one of them, so when none repeats no
 #: two lines share a kernel stamp and none continues the record before it
 BRACKET = re.compile(rb"\[ *(\d+\.\d+)\]")
@@ -172,8 +179,26 @@ def lines_naming(view: bytes, names: re.Pattern[bytes]) -> list[int]:
     return found
 
 
-#: a block's key: (path, the file's identity, the block's first byte)
-BlockKey = tuple[str, tuple[int, ...], int]
+#: a block's key: (path, the file's lineage, the block's first byte)
+BlockKey = tuple[str, int, int]
+
+
+@dataclass(frozen=True)
+class _Lineage:
+    """A file as last seen: its device, inode, size, modification time, a digest of its last bytes and its lineage
+    number (the blocks kept for it carry that number)."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    tail: bytes
+    number: int
+
+
+def _tail(read: Callable[[int, int], bytes], size: int) -> bytes:
+    start = max(0, size - TAIL_BYTES)
+    return hashlib.blake2b(read(start, size - start), digest_size=16).digest()
 
 
 class BlockCache:
@@ -184,7 +209,39 @@ class BlockCache:
         self.max_bytes = max_bytes
         self.held = 0
         self._items: OrderedDict[BlockKey, tuple[Block, int]] = OrderedDict()
+        self._lineages: OrderedDict[str, _Lineage] = OrderedDict()
+        self._numbers = itertools.count(1)
         self._lock = threading.Lock()
+
+    def lineage(self, path: str, st: os.stat_result, read: Callable[[int, int], bytes]) -> tuple[int, int]:
+        """(the lineage number of the file `path` now has status `st`, the end of the bytes its kept blocks may
+        cover); `read(offset, size)` reads the open file.
+
+        A file that is the one last seen (same device and inode, no smaller) keeps its lineage when it is unchanged
+        and settled, or when the bytes before its former end are the same (it was appended to: a live log): its
+        blocks before that end stand. Anything else (replaced, rotated into place, truncated, rewritten) starts a new
+        lineage, and no block kept before is used for it.
+        """
+        with self._lock:
+            seen = self._lineages.get(path)
+        valid = 0
+        if seen is not None and (seen.dev, seen.ino) == (st.st_dev, st.st_ino) and st.st_size >= seen.size:
+            unchanged = st.st_size == seen.size and st.st_mtime_ns == seen.mtime_ns
+            if unchanged and time.time_ns() - st.st_mtime_ns >= SETTLE_NS:
+                valid = seen.size
+            elif _tail(read, seen.size) == seen.tail:
+                valid = seen.size
+        if not valid:
+            seen = None
+        number = seen.number if seen is not None else next(self._numbers)
+        if seen is None or seen.size != st.st_size or seen.mtime_ns != st.st_mtime_ns:
+            now = _Lineage(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, _tail(read, st.st_size), number)
+            with self._lock:
+                self._lineages[path] = now
+                self._lineages.move_to_end(path)
+                while len(self._lineages) > LINEAGES:
+                    self._lineages.popitem(last=False)
+        return number, valid
 
     def get(self, key: BlockKey) -> Block | None:
         with self._lock:
@@ -194,8 +251,8 @@ class BlockCache:
             self._items.move_to_end(key)
             return item[0]
 
-    def put(self, key: BlockKey, block: Block, mtime_ns: int) -> None:
-        if self.max_bytes <= 0 or time.time_ns() - mtime_ns < SETTLE_NS:
+    def put(self, key: BlockKey, block: Block) -> None:
+        if self.max_bytes <= 0:
             return
         size = block.size
         if size > self.max_bytes:

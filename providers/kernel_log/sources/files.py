@@ -6,7 +6,8 @@ stamp with no other line are counted from their timestamps alone; only the other
 Directory listings and what the search learnt about a file are kept between requests, keyed by the file's identity
 (device, inode, size, modification time). A plain file is read on a fixed grid of READ_CHUNK bytes, so its blocks of
 whole lines fall in the same places whatever the window; what a block holds apart from any window is kept too
-(blocks.py), so a request over unchanged logs, with any window, reads only the blocks no earlier request met.
+(blocks.py), so a request over unchanged or appended logs, with any window, reads only the blocks no earlier request
+met.
 """
 
 from __future__ import annotations
@@ -319,10 +320,12 @@ class FileSource:
 
 @dataclass(frozen=True)
 class _BlockPlace:
-    """Where a plain file's analysed blocks are kept: the cache, the file's path and identity."""
+    """Where a plain file's analysed blocks are kept: the cache, the file's path and lineage, and the end of the
+    bytes kept blocks may cover (BlockCache.lineage)."""
 
     path: str
-    identity: tuple[int, int, int, int]  # device, inode, size, modification time (ns)
+    lineage: int
+    valid: int
     cache: BlockCache
 
 
@@ -389,7 +392,15 @@ class _Reader:
             if first > self.hi:
                 return first
             offset = _search(f, size, lo, self.deadline, self.ctx, facts)
-            self.forward_plain(f, offset, _BlockPlace(path, (st.st_dev, st.st_ino, size, st.st_mtime_ns), blocks))
+            fd = raw.fileno()
+
+            def pread(at: int, length: int) -> bytes:
+                data = os.pread(fd, length, at)
+                self.collector.bytes_read += len(data)
+                return data
+
+            number, valid = blocks.lineage(path, st, pread)
+            self.forward_plain(f, offset, _BlockPlace(path, number, valid, blocks))
         return first
 
     def forward_plain(self, f: _Counter, offset: int, place: _BlockPlace) -> None:
@@ -429,8 +440,8 @@ class _Reader:
             self.feed(rest)
 
     def _cached_block(self, start: int, place: _BlockPlace) -> Block | None:
-        block = place.cache.get((place.path, place.identity, start))
-        if block is None:
+        block = place.cache.get((place.path, place.lineage, start))
+        if block is None or block.end > place.valid:
             return None
         if self._shape is None:  # the reader's first block: the file's stamp shape is its first line's
             self._shape = _Shape.detect(block.lines[0], self.collector, self.hi) or False
@@ -449,7 +460,7 @@ class _Reader:
         if not isinstance(shape, _Shape):
             return None
         block = analyse(data[:end] if end < len(data) else data, start + end, shape.pattern)
-        place.cache.put((place.path, place.identity, start), block, place.identity[3])
+        place.cache.put((place.path, place.lineage, start), block)
         return block
 
     def apply(self, block: Block) -> bool:
