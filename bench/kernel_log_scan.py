@@ -10,8 +10,9 @@ third. The quiet variant has no GPU event at all. Files get their last line's ti
 finished day of logs has. The tree is removed afterwards.
 
 Figures (each on one line): the request's wall time with a cold provider cache (a new provider per run; the OS page
-cache is warm, as it is for grep), with a warm one (the same provider again) and with the warm provider asked about
-a later failure each time (every window new, overlapping earlier ones), as the median of N runs;
+cache is warm, as it is for grep), with a warm one (the same provider again), with the warm provider asked about
+a later failure each time (every window new, overlapping earlier ones) and with every current file appended to
+just before each request (live logs), as the median of N runs;
 `grep -rc NVRM` over the same tree run as a subprocess in the same run (median of N); their ratio; the bytes the
 request read (from /proc/self/io: rchar, and read_bytes from storage); the process's peak RSS.
 
@@ -149,6 +150,13 @@ def generate(root: Path, nodes: int, total_bytes: int, seed: int, quiet: bool, c
     return written
 
 
+def _append_everywhere(root: Path, line: str) -> None:
+    """Append `line` to every current file (`kern.log`) of the tree, as a logging daemon does."""
+    for path in [*root.glob("*/kern.log"), *root.glob("kern.log")]:
+        with path.open("a") as log:
+            log.write(line)
+
+
 def _seconds(line: str) -> float:
     """The seconds into the day of a generated line's stamp."""
     h, m, s = line[11:13], line[14:16], line[17:26]
@@ -222,6 +230,12 @@ def run(
         for k in range(1, repeat + 1):
             other = _request(names, DETECTED + timedelta(minutes=3 * k))
             moved.append(_timed(lambda r=other: provider.fast(r, Deadline.after_ms(300000), None)))  # type: ignore[misc]
+        # Live logs: a line appended to every current file before each request (modified just now, as a live
+        # kern.log is), the first window again.
+        live = []
+        for k in range(repeat):
+            _append_everywhere(root, f"{_stamp(86399 - repeat + k)} worker kernel: [1.000000] clocksource: tick\n")
+            live.append(_timed(lambda: provider.fast(request, Deadline.after_ms(300000), None)))
 
         grep_times = []
         nvrm = 0
@@ -242,11 +256,15 @@ def run(
         print(f"[{label}] provider fast request, cold cache: {cold_s * 1000:.1f} ms (median of {repeat})")
         print(f"[{label}] provider fast request, warm cache: {warm_s * 1000:.1f} ms (median of {repeat})")
         moved_s = statistics.median(r[0] for r in moved)
+        live_s = statistics.median(r[0] for r in live)
+        live_read = statistics.median(r[1] for r in live) / MIB
+        print(f"[{label}] provider fast request, warm cache, every current file appended to just before: "
+              f"{live_s * 1000:.1f} ms (median of {repeat}; {live_read:.2f} MiB read)")
         print(f"[{label}] provider fast request, warm cache, a different window each time: {moved_s * 1000:.1f} ms "
               f"(median of {repeat}; {statistics.median(r[1] for r in moved) / MIB:.2f} MiB read)")  # fmt: skip
         print(f"[{label}] grep -rc NVRM over the tree: {grep_s * 1000:.1f} ms (median of {repeat}), {nvrm} lines")
         print(f"[{label}] ratio provider/grep: cold {cold_s / grep_s:.3f}x, warm {warm_s / grep_s:.3f}x, "
-              f"warm with a different window {moved_s / grep_s:.3f}x")  # fmt: skip
+              f"warm with a different window {moved_s / grep_s:.3f}x, warm with live files {live_s / grep_s:.3f}x")
         print(f"[{label}] bytes read per request: cold {statistics.median(r[1] for r in cold) / MIB:.2f} MiB, "
               f"warm {statistics.median(r[1] for r in warm) / MIB:.2f} MiB (rchar; tree {total / MIB:.1f} MiB), "
               f"from storage {max(r[2] for r in cold + warm) / MIB:.2f} MiB (read_bytes)")  # fmt: skip
