@@ -181,7 +181,6 @@ def read_body(request: Request) -> bytes:
         return stream.whole
     if request.content_length is not None or limit is None or not request.environ.get("wsgi.input_terminated"):
         return request.get_data(cache=False)
-    stream = request.environ["wsgi.input"]
     chunks: list[bytes] = []
     size = 0
     while True:

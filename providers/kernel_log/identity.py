@@ -9,6 +9,7 @@ a short name two scope nodes share matches nothing but an exact name. Never a pr
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import cached_property
 
 
 def _short(name: str) -> str:
@@ -34,6 +35,7 @@ class NodeNames:
         self.nodes = list(nodes)
         if lower is None:
             lower = lowered(self.nodes)
+        self._lower = lower
         self._exact = dict(zip(lower, self.nodes, strict=True))
         if len(self._exact) == len(self.nodes) and "." not in "".join(self.nodes):
             self._short = self._exact  # no FQDN: every short name is its one node's whole name
@@ -48,6 +50,11 @@ class NodeNames:
             elif by_short[short] not in (None, n):
                 by_short[short] = None
         self._short = {s: n for s, n in by_short.items() if n is not None}
+
+    @cached_property
+    def short_names(self) -> frozenset[str]:
+        """Every scope node's short name, lower case: a host that names a scope node holds one of them."""
+        return frozenset(low.partition(".")[0] for low in self._lower)
 
     def node_for(self, name: str | None) -> str | None:
         """The scope node `name` names, or None."""

@@ -295,7 +295,7 @@ class FileSource:
             if not self.by_stamps:
                 reader._shape = False
             elif node is None:  # a combined file: only lines that can be the scope's hosts' are parsed
-                reader.hosts = host_names(frozenset(n.lower().partition(".")[0] for n in collector.nodes))
+                reader.hosts = host_names(collector.names.short_names)
             try:
                 if log_file.gz:
                     newer_first = reader.read_gz(log_file.path, lo, self.cache)
@@ -439,14 +439,19 @@ class _Reader:
         if rest:
             self.feed(rest)
 
+    def _shape_of(self, first: bytes) -> _Shape | None:
+        """The file's stamp shape, found from the first block the reader meets (`first` starts with its first
+        line) and kept for the file's later blocks; None when it has none the window can be written in."""
+        if self._shape is None:
+            self._shape = _Shape.detect(first, self.collector, self.hi) or False
+        return self._shape if isinstance(self._shape, _Shape) else None
+
     def _cached_block(self, start: int, place: _BlockPlace) -> Block | None:
         block = place.cache.get((place.path, place.lineage, start))
         if block is None or block.end > place.valid:
             return None
-        if self._shape is None:  # the reader's first block: the file's stamp shape is its first line's
-            self._shape = _Shape.detect(block.lines[0], self.collector, self.hi) or False
-        shape = self._shape
-        if not isinstance(shape, _Shape):
+        shape = self._shape_of(block.lines[0])
+        if shape is None:
             return replace(block, stamps=None)  # no usable shape: every line is parsed
         return block if block.pattern == shape.pattern.pattern else None
 
@@ -454,10 +459,8 @@ class _Reader:
         """The analysed block of `data[:end]` (kept in the cache), or None when it is read line by line anyway."""
         if self.node is None or self._shape is False:
             return None
-        if self._shape is None:
-            self._shape = _Shape.detect(data, self.collector, self.hi) or False
-        shape = self._shape
-        if not isinstance(shape, _Shape):
+        shape = self._shape_of(data)
+        if shape is None:
             return None
         block = analyse(data[:end] if end < len(data) else data, start + end, shape.pattern)
         place.cache.put((place.path, place.lineage, start), block)
@@ -507,12 +510,9 @@ class _Reader:
 
     def _block_by_stamps(self, data: bytes, end: int) -> bool | None:
         """The fast way through a block of one node's lines, or None when the block does not qualify (blocks.py)."""
-        shape = self._shape
+        shape = self._shape_of(data)
         if shape is None:
-            shape = self._shape = _Shape.detect(data, self.collector, self.hi) or False
-        if shape is False:
             return None
-        assert isinstance(shape, _Shape)
         block = analyse(data[:end] if end < len(data) else data, end, shape.pattern)
         if block.stamps is None:
             return None
@@ -528,10 +528,8 @@ class _Reader:
         and the block has none) and, past the reading bound, stop; so the lines up to the bound that name no scope
         node are left out, the first and last line and those past the bound are fed as they are.
         """
-        shape = self._shape
+        shape = self._shape_of(data)
         if shape is None:
-            shape = self._shape = _Shape.detect(data, self.collector, self.hi) or False
-        if not isinstance(shape, _Shape):
             return None
         view = data[:end] if end < len(data) else data
         ordered = sorted_stamps(view, shape.pattern)
