@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,6 +31,8 @@ KEYWORDS = ("NVRM", "SXid", "PCIe Bus Error", "GSP", "Killed process ")
 
 #: the byte prefilter built from KEYWORDS (UTF-8): a raw line holding none of these cannot make a record kept
 KEYWORD_BYTES = tuple(k.encode() for k in KEYWORDS)
+#: one search for any of KEYWORDS in a text
+_KEYWORD = re.compile("|".join(re.escape(k) for k in KEYWORDS))
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,8 @@ class Collector:
             self.seen_after.add(node)
             return
         self.lines_in_window[node] = self.lines_in_window.get(node, 0) + 1
-        if parsed.tag is not None and parsed.tag.lower() != KERNEL_TAG:
+        tag = parsed.tag
+        if tag is not None and tag != KERNEL_TAG and tag.lower() != KERNEL_TAG:
             return
         self._open[key] = new_record(parsed, raw)
 
@@ -123,7 +127,7 @@ class Collector:
 
     def _close(self, key: tuple[str, str | None]) -> None:
         record = self._open.pop(key, None)
-        if record is not None and any(k in line for line in record.lines for k in KEYWORDS):
+        if record is not None and any(map(_KEYWORD.search, record.lines)):
             self.records.setdefault(key[0], []).append(record)
 
     def mark_unreadable(self, node: str | None) -> None:

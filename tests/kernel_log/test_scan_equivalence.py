@@ -427,7 +427,7 @@ def test_a_warm_request_with_another_window_reuses_the_blocks_it_shares(tmp_path
     for window, got in ((first, again), (second, other)):
         slow = scan(FileSource(tmp_path, cache_entries=0, by_stamps=False), ["worker-01"], window)
         assert state(got) == state(slow)
-    assert again.bytes_read < cold.bytes_read // 20  # the window's blocks were not read again
+    assert again.bytes_read == 0  # the same window again: its search's answer and its blocks were kept
     assert other.bytes_read < cold.bytes_read // 20  # inside the first window: nothing new to read
 
 
@@ -541,3 +541,34 @@ def test_blocks_read_past_the_size_a_request_saw_are_not_trusted_later(tmp_path:
     got = scan(source, ["worker-01"], window)
     assert state(got) == state(scan(FileSource(tmp_path, cache_entries=0, by_stamps=False), ["worker-01"], window))
     assert [r.lines[0] for r in got.records["worker-01"]] == [EVENTS[1]]
+
+
+def test_a_search_asked_again_is_answered_from_the_files_facts(tmp_path: Path) -> None:
+    """The same search over an unchanged file is answered from its facts without a probe; the answers kept per file
+    are bounded."""
+    from providers.kernel_log.parse import DEFAULT_CONTEXT
+    from providers.kernel_log.sources import files
+
+    path = tmp_path / "worker-01" / "kern.log"
+    _long_noise(path)
+    facts = files.FileFacts()
+    counted = Collector(nodes=("worker-01",), window=Window(DETECTED, DETECTED))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        plain = files._Plain(fd, counted)
+        size = path.stat().st_size
+        targets = [DETECTED - timedelta(minutes=m) for m in range(2 * files.CACHE_SEARCHES)]
+        found = [files._search(plain, size, t, deadline(), DEFAULT_CONTEXT, facts) for t in targets]
+
+        class NoReads:
+            def read(self, size: int) -> bytes:
+                raise AssertionError("probed again")
+
+            def seek(self, offset: int) -> None:
+                raise AssertionError("probed again")
+
+        assert files._search(NoReads(), size, targets[0], deadline(), DEFAULT_CONTEXT, facts) == found[0]  # type: ignore[arg-type]
+        assert len(facts.searches) == files.CACHE_SEARCHES
+        assert found == sorted(found, reverse=True) and len(set(found)) > 1  # earlier targets, earlier offsets
+    finally:
+        os.close(fd)

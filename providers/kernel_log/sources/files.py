@@ -24,6 +24,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
+from functools import lru_cache
 from pathlib import Path
 from typing import BinaryIO
 
@@ -68,6 +69,8 @@ CACHE_ENTRIES = 4096
 #: probes kept per file (each a byte offset's next line start and time; a search makes about log2(size / 4 KiB), and
 #: searches for nearby windows share their first ones): with CACHE_ENTRIES the cache holds about 30 MiB at most
 CACHE_PROBES = 16
+#: searches' answers kept per file (the same window asked again, as retries and the next phase do)
+CACHE_SEARCHES = 8
 #: a listing or a file modified less than this long ago is not cached: a change within one tick of a coarse
 #: file-system clock would leave its modification time unchanged
 CACHE_SETTLE_NS = 2_000_000_000
@@ -103,6 +106,7 @@ class UnknownFormat(Exception):
         self.line_no = line_no
 
 
+@lru_cache(maxsize=4096)
 def _rotation(name: str) -> tuple[str, bool, tuple[int, int]]:
     m = _ROTATED.match(name)
     assert m is not None  # the pattern matches every non-empty name
@@ -134,6 +138,30 @@ class _Counter:
         return self._raw.tell()
 
 
+class _Plain:
+    """A plain file read by position (`os.pread`, no buffer to fill and drop on every seek), counting the bytes it
+    hands out; the reads a plain file's search and window take, at most READ_CHUNK or PROBE_LIMIT at a time."""
+
+    def __init__(self, fd: int, collector: Collector) -> None:
+        self.fd = fd
+        self._collector = collector
+        self._pos = 0
+
+    def read(self, size: int) -> bytes:
+        data = os.pread(self.fd, size, self._pos)
+        self._pos += len(data)
+        self._collector.bytes_read += len(data)
+        return data
+
+    def pread(self, at: int, size: int) -> bytes:
+        data = os.pread(self.fd, size, at)
+        self._collector.bytes_read += len(data)
+        return data
+
+    def seek(self, offset: int) -> None:
+        self._pos = offset
+
+
 @dataclass
 class FileFacts:
     """What reading one file taught, valid while its identity is unchanged: the search's probes, a gzip head."""
@@ -142,6 +170,8 @@ class FileFacts:
     probes: dict[tuple[int, int], tuple[int, datetime | None, TimeContext | None]] = field(default_factory=dict)
     #: a gzip file's first time (or UnknownFormat's line number) and the TimeContext it depends on
     gz_first: tuple[datetime | None, int | None, TimeContext | None] | None = None
+    #: (search target, TimeContext) -> the offset the search found (the same probes give the same answer)
+    searches: dict[tuple[datetime, TimeContext], int] = field(default_factory=dict)
 
 
 class FactCache:
@@ -376,9 +406,10 @@ class _Reader:
         return first
 
     def read_plain(self, path: str, lo: datetime, cache: FactCache, blocks: BlockCache) -> datetime | None:
-        with open(path, "rb") as raw:
-            f = _Counter(raw, self.collector)
-            st = os.fstat(raw.fileno())
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            f = _Plain(fd, self.collector)
+            st = os.fstat(fd)
             size = st.st_size
             if size == 0:
                 return None
@@ -392,18 +423,13 @@ class _Reader:
             if first > self.hi:
                 return first
             offset = _search(f, size, lo, self.deadline, self.ctx, facts)
-            fd = raw.fileno()
-
-            def pread(at: int, length: int) -> bytes:
-                data = os.pread(fd, length, at)
-                self.collector.bytes_read += len(data)
-                return data
-
-            number, valid = blocks.lineage(path, st, pread)
+            number, valid = blocks.lineage(path, st, f.pread)
             self.forward_plain(f, offset, _BlockPlace(path, number, valid, blocks))
+        finally:
+            os.close(fd)
         return first
 
-    def forward_plain(self, f: _Counter, offset: int, place: _BlockPlace) -> None:
+    def forward_plain(self, f: _Plain, offset: int, place: _BlockPlace) -> None:
         """`forward` over a plain file from `offset`, reading on a fixed grid of READ_CHUNK bytes so that blocks of
         whole lines fall in the same places whatever the window; a block analysed before is taken from `place`'s
         cache instead of being read again (the block's bytes, from the file of the same identity)."""
@@ -450,7 +476,7 @@ class _Reader:
         block = place.cache.get((place.path, place.lineage, start))
         if block is None or block.end > place.valid:
             return None
-        shape = self._shape_of(block.lines[0])
+        shape = self._shape if isinstance(self._shape, _Shape) else self._shape_of(block.lines[0])
         if shape is None:
             return replace(block, stamps=None)  # no usable shape: every line is parsed
         return block if block.pattern == shape.pattern.pattern else None
@@ -692,7 +718,7 @@ def _chunks(f: _Counter | gzip.GzipFile) -> Iterator[bytes]:
         yield chunk
 
 
-def _first_unreadable(f: _Counter) -> int | None:
+def _first_unreadable(f: _Plain) -> int | None:
     """The number of the first non-empty line at the start of a file that holds no known format (None: all blank)."""
     f.seek(0)
     for number, raw in enumerate(f.read(PROBE_LIMIT).split(b"\n"), start=1):
@@ -725,7 +751,7 @@ def _first_time(f: gzip.GzipFile, ctx: TimeContext) -> tuple[datetime | None, bo
     return None, free
 
 
-def _probe_known(f: _Counter, pos: int, end: int, ctx: TimeContext, facts: FileFacts) -> tuple[int, datetime | None]:
+def _probe_known(f: _Plain, pos: int, end: int, ctx: TimeContext, facts: FileFacts) -> tuple[int, datetime | None]:
     """_probe, answered from the file's facts when this probe was made before (with this TimeContext if it matters)."""
     known = facts.probes.get((pos, end))
     if known is not None and (known[2] is None or known[2] == ctx):
@@ -736,7 +762,7 @@ def _probe_known(f: _Counter, pos: int, end: int, ctx: TimeContext, facts: FileF
     return start, value
 
 
-def _probe(f: _Counter, pos: int, end: int, ctx: TimeContext) -> tuple[int, datetime | None, bool]:
+def _probe(f: _Plain, pos: int, end: int, ctx: TimeContext) -> tuple[int, datetime | None, bool]:
     """(start, time) of the first parseable line starting at or after `pos` (looking at most PROBE_LIMIT bytes), and
     whether every line looked at was read without the TimeContext."""
     free = True
@@ -783,8 +809,12 @@ def _probe(f: _Counter, pos: int, end: int, ctx: TimeContext) -> tuple[int, date
     return line_start, None, free
 
 
-def _search(f: _Counter, size: int, target: datetime, deadline: Deadline, ctx: TimeContext, facts: FileFacts) -> int:
+def _search(f: _Plain, size: int, target: datetime, deadline: Deadline, ctx: TimeContext, facts: FileFacts) -> int:
     """A byte offset at or before the first line at or after `target`, within SEARCH_BLOCK of it."""
+    key = (target, ctx)
+    known = facts.searches.get(key)
+    if known is not None:
+        return known
     lo, hi = 0, size
     while hi - lo > SEARCH_BLOCK:
         _check(deadline)
@@ -795,4 +825,6 @@ def _search(f: _Counter, size: int, target: datetime, deadline: Deadline, ctx: T
         else:
             # At or past the target, or nothing readable near here: searching earlier is always safe.
             hi = mid
+    if len(facts.searches) < CACHE_SEARCHES:
+        facts.searches[key] = lo
     return lo
