@@ -163,7 +163,7 @@ class Deadline:
 
     @property
     def expired(self) -> bool:
-        return self.remaining() <= 0.0
+        return time.monotonic() >= self.expires_at
 
 
 @dataclass(frozen=True)

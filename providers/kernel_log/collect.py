@@ -83,10 +83,12 @@ class Collector:
         """Take one parsed line; a line repeating the open record's kernel stamp continues that record."""
         key = (node, origin)
         current = self._open.get(key)
-        if current is not None and not starts_record(current, parsed):
-            extend_record(current, parsed.message, raw)
-            return
-        self._close(key)
+        if current is not None:
+            if not starts_record(current, parsed):
+                extend_record(current, parsed.message, raw)
+                return
+            del self._open[key]
+            self._keep(node, current)
         observed_at = parsed.observed_at
         if observed_at < self.window.start:
             self.seen_before.add(node)
@@ -127,8 +129,13 @@ class Collector:
 
     def _close(self, key: tuple[str, str | None]) -> None:
         record = self._open.pop(key, None)
-        if record is not None and any(map(_KEYWORD.search, record.lines)):
-            self.records.setdefault(key[0], []).append(record)
+        if record is not None:
+            self._keep(key[0], record)
+
+    def _keep(self, node: str, record: Record) -> None:
+        """A record is complete: kept when it holds a keyword."""
+        if any(map(_KEYWORD.search, record.lines)):
+            self.records.setdefault(node, []).append(record)
 
     def mark_unreadable(self, node: str | None) -> None:
         """A log file of `node` (None: a combined file of many hosts) could not be read."""

@@ -302,16 +302,18 @@ MAX_RECORD_LINES = 64
 
 def starts_record(current: Record | None, parsed: ParsedLine) -> bool:
     """False when `parsed` repeats the kernel stamp of `current`: syslog writes each line of a record that way."""
-    return not (
-        current is not None
-        and parsed.mono is not None
-        and parsed.mono == current.mono
-        and abs(parsed.observed_at - current.observed_at) <= RECORD_SPREAD
+    mono = parsed.mono
+    return (
+        mono is None
+        or current is None
+        or mono != current.mono
+        or abs(parsed.observed_at - current.observed_at) > RECORD_SPREAD
     )
 
 
 def new_record(parsed: ParsedLine, raw: str) -> Record:
-    lines = parsed.message.split("\n")[:MAX_RECORD_LINES]
+    message = parsed.message
+    lines = message.split("\n")[:MAX_RECORD_LINES] if "\n" in message else [message]
     return Record(parsed.observed_at, parsed.tag, lines, [raw], parsed.mono)
 
 

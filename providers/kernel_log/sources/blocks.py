@@ -43,6 +43,9 @@ LINEAGES = 4096
 BRACKET = re.compile(rb"\[ *(\d+\.\d+)\]")
 #: per-object overhead counted for each line and stamp kept (CPython bytes objects and list slots)
 _OBJECT_BYTES = 48
+#: lines of a block counted from its stamps that requests may add to its parsed lines (the first one past a window's
+#: reading bound, which the next request with that bound parses again); counted in its size from the start
+EXTRA_PARSED = 4
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,22 @@ class Block:
         stamps = self.stamps or ()
         texts = sum(2 * len(text) for text, _ in self.parsed.values())  # a parsed line: its text and message
         objects = len(self.lines) + len(stamps) + 8 * len(self.parsed)  # and its fields
+        if self.stamps is not None:  # room for the lines requests may add (`parsed_line`), at the longest
+            texts += EXTRA_PARSED * 2 * max(map(len, self.lines))
+            objects += EXTRA_PARSED * 8
         return sum(map(len, self.lines)) + sum(map(len, stamps)) + texts + _OBJECT_BYTES * objects
+
+    def parsed_line(self, i: int) -> tuple[str, ParsedLine | None]:
+        """Line `i` of a block counted from its stamps as text and parsed, kept when there is room (its stamp makes
+        the parse independent of any TimeContext; the block is ASCII without NUL, so its text is what the reader's
+        decoding gives)."""
+        known = self.parsed.get(i)
+        if known is None:
+            text = self.lines[i].decode("ascii").rstrip("\r")
+            known = (text, parse_line(text))
+            if len(self.parsed) < len(self.marked) + 2 + EXTRA_PARSED:
+                self.parsed[i] = known
+        return known
 
 
 def analyse(view: bytes, end: int, pattern: re.Pattern[bytes]) -> Block:

@@ -253,6 +253,9 @@ class FileSource:
         self.blocks = BlockCache(block_bytes if cache_entries > 0 else 0)
         #: count blocks of plain noise lines from their timestamps (False: parse every line of the window)
         self.by_stamps = by_stamps
+        #: host folder name -> (the listing it was worked out from, its files by rotation group)
+        self._groups: dict[str, tuple[list[tuple[str, str, bool, bool]], list[tuple[str, list[LogFile]]]]] = {}
+        self._lock = threading.Lock()
 
     # ------------------------------------------------------------ layout
 
@@ -271,16 +274,13 @@ class FileSource:
                 if node is None:
                     continue  # a host outside the scope: never opened
                 try:
-                    inner = [sub for sub in self.cache.listing(path, strict=True) if sub[3]]
+                    inner = self.cache.listing(path, strict=True)
                 except OSError:
                     log.warning("kernel log folder %s could not be read; skipped", name)
                     collector.mark_unreadable(node)
                     continue
-                for sub_name, sub_path, _, _ in inner:
-                    base, gz, order = _rotation(sub_name)
-                    groups.setdefault((name, node, base), []).append(
-                        LogFile(sub_path, f"{name}/{sub_name}", gz, order)
-                    )
+                for base, files in self._folder_groups(name, inner):
+                    groups[(name, node, base)] = files
             elif is_file:
                 base, gz, order = _rotation(name)
                 if base in self.combined:
@@ -292,9 +292,28 @@ class FileSource:
                         continue
                 groups.setdefault(("", node, base), []).append(LogFile(path, name, gz, order))
         return [
-            (node, sorted(files, key=lambda f: f.order))
-            for (_, node, _), files in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][2]))
+            (node, files if name else sorted(files, key=lambda f: f.order))
+            for (name, node, _), files in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][2]))
         ]
+
+    def _folder_groups(self, name: str, listing: list[tuple[str, str, bool, bool]]) -> list[tuple[str, list[LogFile]]]:
+        """A host folder's files by rotation group, each newest first; worked out once for each listing the cache
+        hands out (a changed folder is listed again, as a new list)."""
+        known = self._groups.get(name)
+        if known is not None and known[0] is listing:
+            return known[1]
+        groups: dict[str, list[LogFile]] = {}
+        for sub_name, sub_path, _, is_file in listing:
+            if is_file:
+                base, gz, order = _rotation(sub_name)
+                groups.setdefault(base, []).append(LogFile(sub_path, f"{name}/{sub_name}", gz, order))
+        out = [(base, sorted(files, key=lambda f: f.order)) for base, files in groups.items()]
+        with self._lock:
+            self._groups.pop(name, None)
+            self._groups[name] = (listing, out)
+            while len(self._groups) > self.cache.entries:
+                del self._groups[next(iter(self._groups))]
+        return out
 
     def read_name(self, name: str, top_level: bool) -> LogName:
         """How a file `name` found at the top of the directory (or inside a host folder) is read; for `check`."""
@@ -578,7 +597,7 @@ class _Reader:
         the last line, the marked lines (keyword lines, lines holding a repeated `[seconds]` value) and the lines
         from the first one past the reading bound on are fed one by one, so the state left is exact.
         """
-        lines, ordered, parsed = block.lines, block.stamps, block.parsed
+        ordered, parsed, marked = block.stamps, block.parsed, block.marked
         assert ordered is not None
         n = len(ordered)
         node = self.node
@@ -586,9 +605,8 @@ class _Reader:
         if self.take(*parsed[0]):
             return True
         stop = bisect_right(ordered, shape.hi_key, 1, n - 1)  # lines [1, stop) are not past the reading bound
-        self.nodes_seen.add(node)
         low = 1
-        for k in [*(i for i in block.marked if 1 <= i < stop), stop]:
+        for k in [*(i for i in marked if 1 <= i < stop), stop] if marked else (stop,):
             if low < k:
                 self.collector.end_origin(node, self.origin)  # the open record is followed by a new one
                 before = shape.count_before(ordered, low, k)
@@ -598,8 +616,7 @@ class _Reader:
                 return True
             low = k + 1
         for i in range(stop, n):
-            known = parsed.get(i)
-            if self.take(*known) if known is not None else self.feed(lines[i]):
+            if self.take(*block.parsed_line(i)):
                 return True
         return False
 
