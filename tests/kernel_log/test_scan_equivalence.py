@@ -403,6 +403,22 @@ def test_blocks_of_noise_at_the_window_bounds(tmp_path: Path, fmt: str, shift_us
     assert fast.lines_in_window["worker-01"] > 0
 
 
+@pytest.mark.parametrize("shift_us", [0, 400])
+def test_whole_blocks_at_the_second_the_window_starts(tmp_path: Path, shift_us: int) -> None:
+    # Whole blocks of lines stamped in seconds, all at the second the window starts in: when the start lies inside
+    # that second they are before it, when it is the second itself they are in the window.
+    start = DETECTED - timedelta(minutes=15)
+    window = Window(start + timedelta(microseconds=shift_us), DETECTED + timedelta(minutes=2))
+    lines = [_line("short_iso", start - timedelta(seconds=s), "worker-01", NOISE[s % 4]) for s in range(300, 0, -1)]
+    lines += [_line("short_iso", start, "worker-01", f"{NOISE[i % 4]} {i}") for i in range(1200)]
+    lines += [_line("short_iso", start + timedelta(seconds=s), "worker-01", NOISE[s % 4]) for s in range(1, 300)]
+    _write(tmp_path / "worker-01" / "kern.log", ("\n".join(lines) + "\n").encode(), False, PAST)
+    fast = scan(FileSource(tmp_path), ["worker-01"], window)
+    slow = scan(FileSource(tmp_path, cache_entries=0, by_stamps=False), ["worker-01"], window)
+    assert state(fast) == state(slow)
+    assert fast.lines_in_window["worker-01"] == 299 + (1200 if shift_us == 0 else 0)
+
+
 def _long_noise(path: Path, minutes: int = 90) -> None:
     """One host's file of plain noise, a line every 200 ms over `minutes` before DETECTED, with one event near it."""
     start = DETECTED - timedelta(minutes=minutes)

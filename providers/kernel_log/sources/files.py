@@ -602,6 +602,19 @@ class _Reader:
         n = len(ordered)
         node = self.node
         assert node is not None
+        if not marked and shape.holds(ordered[0], ordered[-1]):
+            (first_text, first), (last_text, last) = parsed[0], parsed[n - 1]
+            if first is not None and last is not None:
+                # Wholly inside the window, nothing marked: the first line (which may continue the open record),
+                # n - 2 lines each a record of its own, the last line (which the next block may continue; its
+                # kernel stamp is not the first line's, so it closes the record the first line left open).
+                collector, origin = self.collector, self.origin
+                collector.add_parsed(node, first, first_text, origin)
+                collector.add_heads(node, 0, n - 2, 0)
+                collector.add_parsed(node, last, last_text, origin)
+                self.nodes_seen.add(node)
+                self.previous = (node, last)
+                return False  # the window's end is not past the reading bound
         if self.take(*parsed[0]):
             return True
         stop = bisect_right(ordered, shape.hi_key, 1, n - 1)  # lines [1, stop) are not past the reading bound
@@ -707,6 +720,10 @@ class _Shape:
             if len(_SHAPES) < 256:
                 _SHAPES[key] = pattern
         return cls(pattern, zone, keys[0], exact, keys[1], keys[2])
+
+    def holds(self, first: bytes, last: bytes) -> bool:
+        """Every stamp from `first` to `last` (in order) lies in the window, as count_before and the end key judge."""
+        return (first >= self.start_key if self.start_exact else first > self.start_key) and last <= self.end_key
 
     def count_before(self, ordered: list[bytes], low: int, high: int) -> int:
         """The index in [low, high) of the first stamp not before the window's start."""
