@@ -14,6 +14,7 @@ from itertools import islice
 from operator import lt
 from typing import Any
 
+import orjson
 from marshmallow import ValidationError
 
 from schemas.request import AttributionRequestSchema
@@ -97,13 +98,32 @@ def _increasing_ranks(values: list[Any]) -> bool:
     )
 
 
+#: `[0,1,2,...]` as orjson writes it, as many as a scope may hold ranks (about 1.8 MB)
+_COUNTING = orjson.dumps(list(range(_SCOPE["ranks"].max_items)))
+assert _RANK.maximum >= _SCOPE["ranks"].max_items - 1
+
+
+def _counting(values: list[Any]) -> bool:
+    """True when `values` is exactly 0, 1, ..., n - 1 as JSON integers (how a whole job's ranks come).
+
+    orjson writes an integer as its digits and a bool, a float or anything else otherwise, so the list's text is a
+    prefix of `_COUNTING` that ends before a separator only for those integers.
+    """
+    try:
+        text = orjson.dumps(values)
+    except orjson.JSONEncodeError:  # an integer past 64 bits
+        return False
+    end = len(text) - 1  # without the closing bracket
+    return text[:end] == _COUNTING[:end] and _COUNTING[end : end + 1] in (b",", b"]")
+
+
 def _ranks(values: Any) -> list[int]:
     """Unique JSON integers (never a bool or a float) within the bounds, in bulk passes."""
     if type(values) is not list or len(values) > _SCOPE["ranks"].max_items:
         raise _NotCertain
     if not values:
         return []
-    if _increasing_ranks(values):
+    if _counting(values) or _increasing_ranks(values):
         return list(values)
     if set(map(type, values)) != {int}:
         raise _NotCertain

@@ -17,15 +17,17 @@ def _short(name: str) -> str:
 
 
 def lowered(names: Sequence[str]) -> list[str]:
-    """Each name in lower case, by one pass over them all (up to 16,384 scope nodes): `"\n".join` is safe, a node
-    name holds no control character (docs/contract.md)."""
+    """Each name in lower case, by one pass over them all (up to 16,384 scope nodes). A node name holds no control
+    character (docs/contract.md), so splitting the lowered text at its newlines gives the names back; were one to
+    hold a newline, the count would tell and the names are lowered one by one."""
     if not names:
         return []
     joined = "\n".join(names)
-    if joined.count("\n") != len(names) - 1:
-        return [n.lower() for n in names]  # a name that does hold one: name by name
     lower = joined.lower()
-    return list(names) if lower == joined else lower.split("\n")
+    if lower == joined:
+        return list(names)  # already lower case, newlines or not
+    parts = lower.split("\n")
+    return parts if len(parts) == len(names) else [n.lower() for n in names]
 
 
 class NodeNames:

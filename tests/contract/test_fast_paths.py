@@ -177,6 +177,33 @@ def test_an_increasing_list_with_one_odd_rank_is_judged_as_the_schema_judges_it(
     _judged_as_the_schema_judges(ranks)
 
 
+def _counting_with(position: int, value: Any) -> list[Any]:
+    ranks: list[Any] = list(range(1000))
+    ranks[position] = value
+    return ranks
+
+
+@pytest.mark.parametrize(
+    "ranks",
+    [
+        list(range(1000)),
+        list(range(1, 1001)),
+        *(_counting_with(p, v) for p in (0, 1, 500, 999) for v in (float(p), p + 1, p - 1, str(p), None)),
+        _counting_with(1, True),
+        _counting_with(0, False),
+        _counting_with(999, 99),  # its text a prefix of the next rank's
+        _counting_with(999, 2**64),
+        _counting_with(999, 2147483648),
+        [*range(1000), 1000.0],
+        [*range(999), 999, 999],
+    ],
+)
+def test_a_long_list_of_consecutive_ranks_with_one_odd_rank_is_judged_as_the_schema_judges_it(ranks):
+    """The bulk check's shortcut for 0, 1, 2, ... compares the list's text: a rank that differs only in type, or a
+    repeat or gap anywhere, takes the other paths."""
+    _judged_as_the_schema_judges(ranks)
+
+
 def test_colons_and_escapes_inside_strings_are_no_duplicate_key():
     """Names and times full of colons, some of them escaped, in small and large bodies: answered, never a 422."""
     for count in (3, 6000):

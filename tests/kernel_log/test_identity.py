@@ -9,7 +9,7 @@ from providers.kernel_log.identity import NodeNames, lowered, scope_names
 
 @pytest.mark.parametrize(
     "names",
-    [[], ["Worker-01"], ["A\nB", "C"], ["x", "\n", "ÀÉ", "İ"], [f"GPU-{i}" for i in range(2000)]],
+    [[], ["Worker-01"], ["A\nB", "C"], ["a\nb", "c"], ["x", "\n", "ÀÉ", "İ"], [f"GPU-{i}" for i in range(2000)]],
 )
 def test_lowered_is_each_name_lowered(names):
     assert lowered(names) == [n.lower() for n in names]
