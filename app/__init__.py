@@ -5,7 +5,10 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from types import FunctionType
+from typing import Any
 
 from flask import Flask, Response, g, request
 
@@ -18,6 +21,24 @@ from app.settings import Settings
 from providers.base import Provider
 
 __version__ = "0.1.0"
+
+
+class AdapterFlask(Flask):
+    """Flask, with its check for `async def` hooks and views (`ensure_sync`, made for every hook and view of every
+    request) made once per plain function."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._sync: dict[Callable[..., Any], Callable[..., Any]] = {}
+
+    def ensure_sync(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        known = self._sync.get(func)
+        if known is None:
+            known = super().ensure_sync(func)
+            # Only module-level and closure functions: a bound method is a new object at every lookup.
+            if type(func) is FunctionType and len(self._sync) < 1024:
+                self._sync[func] = known
+        return known
 
 
 @dataclass(frozen=True)
@@ -46,19 +67,22 @@ def register_request_context(app: Flask, provider_name: str, metrics: AdapterMet
 
     @app.before_request
     def _start() -> None:
-        g.started_monotonic = time.monotonic()
-        g.request_id = uuid.uuid4().hex
+        ctx = g._get_current_object()  # type: ignore[attr-defined]
+        ctx.started_monotonic = time.monotonic()
+        ctx.request_id = uuid.uuid4().hex
         # Every line logged while this request is served carries its id (app.logs.RequestIdFilter).
-        g.request_id_token = request_id_var.set(g.request_id)
+        ctx.request_id_token = request_id_var.set(ctx.request_id)
         metrics.request_started()
-        g.in_flight = True
+        ctx.in_flight = True
 
     @app.after_request
     def _finish(response: Response) -> Response:
-        if "request_id" not in g:  # failed before before_request ran
-            g.request_id = uuid.uuid4().hex
-        response.headers["X-Request-ID"] = g.request_id
-        started = g.get("started_monotonic")
+        ctx = g._get_current_object()  # type: ignore[attr-defined]
+        request_id = ctx.get("request_id")
+        if request_id is None:  # failed before before_request ran
+            request_id = ctx.request_id = uuid.uuid4().hex
+        response.headers["X-Request-ID"] = request_id
+        started = ctx.get("started_monotonic")
         status = response.status_code
         level = logging.ERROR if status >= 500 else logging.WARNING if status >= 400 else logging.INFO
         if not request_log.isEnabledFor(level):  # e.g. ATTRIBUTION_LOG_LEVEL=warning and a 200: no line to build
@@ -74,14 +98,14 @@ def register_request_context(app: Flask, provider_name: str, metrics: AdapterMet
             None,
             None,
             extra={
-                "request_id": g.request_id,
-                "trace_id": g.get("trace_id"),
+                "request_id": request_id,
+                "trace_id": ctx.get("trace_id"),
                 "method": request.method,
                 # The route, not the raw path: a path is caller input and unbounded.
                 "path": request.url_rule.rule if request.url_rule is not None else None,
-                "phase": g.get("phase"),
+                "phase": ctx.get("phase"),
                 "status": status,
-                "outcome": g.get("outcome"),
+                "outcome": ctx.get("outcome"),
                 "provider": provider_name,
                 "duration_ms": None if started is None else round((time.monotonic() - started) * 1000, 3),
             },
@@ -91,9 +115,10 @@ def register_request_context(app: Flask, provider_name: str, metrics: AdapterMet
 
     @app.teardown_request
     def _forget(_: BaseException | None) -> None:
-        if g.pop("in_flight", False):
+        ctx = g._get_current_object()  # type: ignore[attr-defined]
+        if ctx.pop("in_flight", False):
             metrics.request_finished()
-        token = g.pop("request_id_token", None)
+        token = ctx.pop("request_id_token", None)
         if token is not None:
             request_id_var.reset(token)
 
@@ -108,7 +133,7 @@ def create_app(settings: Settings | None = None, provider: Provider | None = Non
     if provider is None:
         provider = load_provider(settings.provider, settings.options)
 
-    app = Flask(__name__)
+    app = AdapterFlask(__name__)
     app.json = OrjsonProvider(app)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     logging.getLogger(LOGGER).setLevel(settings.log_level.upper())

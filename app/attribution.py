@@ -64,24 +64,26 @@ def _load(raw: bytes) -> dict[str, Any]:
 
 @bp.post("/v1/attribution", provide_automatic_options=False)
 def attribution():  # noqa: ANN201 - a Flask view
-    attribution_request = to_request(_load(read_json_body(request)))
-    g.phase = attribution_request.phase.value
-    trace = extract(request.headers)
+    req = request._get_current_object()  # type: ignore[attr-defined]
+    ctx = g._get_current_object()  # one lookup each, not one a use
+    attribution_request = to_request(_load(read_json_body(req)))
+    ctx.phase = attribution_request.phase.value
+    trace = extract(req.headers)
     if trace is not None:
-        g.trace_id = trace.trace_id
+        ctx.trace_id = trace.trace_id
     # The deadline counts from the request's arrival, not from the provider call.
-    deadline = Deadline(g.started_monotonic + attribution_request.timeout_ms / 1000.0)
+    deadline = Deadline(ctx.started_monotonic + attribution_request.timeout_ms / 1000.0)
     adapter = current_app.extensions["attribution_adapter"]
     result = adapter.service.handle(attribution_request, deadline, trace)
-    g.outcome = result.label
+    ctx.outcome = result.label
     adapter.metrics.observe_answer(
-        g.phase, result.label, [finding.error_category for finding in result.outcome.attributions]
+        ctx.phase, result.label, [finding.error_category for finding in result.outcome.attributions]
     )
     body = response_json(
         result.outcome,
         schema_version=SCHEMA_VERSION,
         service={"name": SERVICE_NAME, "version": adapter.version, "provider": adapter.provider_name},
-        request_id=g.request_id,
+        request_id=ctx.request_id,
         session_id=result.session_id,
     )
     return jsonify(body)
