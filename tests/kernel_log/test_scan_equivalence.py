@@ -361,8 +361,12 @@ def test_recently_modified_files_are_not_cached(tmp_path: Path) -> None:
     source = FileSource(tmp_path)
     first = scan(source, ["worker-01"], window)
     unsettled = FileSource(tmp_path, block_bytes=0)  # the same, without blocks: only the file facts could help
-    scan(unsettled, ["worker-01"], window)
-    assert scan(unsettled, ["worker-01"], window).bytes_read == first.bytes_read  # searched again in full
+    cold = scan(unsettled, ["worker-01"], window)
+    again = scan(unsettled, ["worker-01"], window)
+    # Not kept by its modification time: its search carries over only once the bytes before its end are found
+    # unchanged (one read of its last 4 KiB), as its blocks do.
+    assert state(again) == state(cold)
+    assert 0 < again.bytes_read < cold.bytes_read and ("file", str(path)) not in unsettled.cache._items
     second = scan(source, ["worker-01"], window)
     # Its blocks are used once the bytes before its end are found unchanged (one read of those bytes).
     assert state(second) == state(first)
@@ -494,10 +498,15 @@ def test_a_combined_file_parses_only_the_lines_that_can_be_the_scopes_hosts(tmp_
     assert any("session opened for worker-01" in text for text in parsed[:fast_parsed])  # named: it is parsed
 
 
-def test_a_live_log_appended_between_requests_keeps_its_blocks_and_stays_exact(tmp_path: Path) -> None:
-    """A live kern.log grows between requests (modified just now, the same inode): the blocks read before stand
-    once the bytes before its former end are found unchanged; a file rewritten in place or truncated and regrown
-    starts afresh. Every answer is the line-by-line one."""
+def test_a_live_log_appended_between_requests_keeps_its_blocks_and_stays_exact(tmp_path: Path, monkeypatch) -> None:
+    """A live kern.log grows between requests (modified just now, the same inode): the blocks read before and the
+    search made before stand once the bytes before its former end are found unchanged; a file rewritten in place or
+    truncated and regrown starts afresh. Every answer is the line-by-line one."""
+    from providers.kernel_log.sources import files
+
+    probes: list[int] = []
+    real_probe = files._probe
+    monkeypatch.setattr(files, "_probe", lambda f, pos, *rest: probes.append(pos) or real_probe(f, pos, *rest))
     path = tmp_path / "worker-01" / "kern.log"
     path.parent.mkdir()
     start = DETECTED - timedelta(minutes=40)
@@ -508,14 +517,18 @@ def test_a_live_log_appended_between_requests_keeps_its_blocks_and_stays_exact(t
     source = FileSource(tmp_path)
 
     def exact() -> Collector:
+        probes.clear()
         got = scan(source, ["worker-01"], window)
+        made = len(probes)  # the probes of this request's search (not of the line-by-line read below)
         assert state(got) == state(scan(FileSource(tmp_path, cache_entries=0, by_stamps=False), ["worker-01"], window))
+        del probes[made:]
         return got
 
     exact()
     with path.open("ab") as log:  # appended in place, as syslog does
         log.write(("\n".join(lines[9000:]) + "\n").encode())
     grown = exact()
+    assert probes == []  # neither the first line nor the window's start was searched for again
     afresh = scan(FileSource(tmp_path), ["worker-01"], window)
     # The window's lines before the former end (from line 7500 on) were not read again, but for the grid's blocks
     # at either edge of them.
@@ -524,6 +537,7 @@ def test_a_live_log_appended_between_requests_keeps_its_blocks_and_stays_exact(t
     data = path.read_bytes()
     path.write_bytes(data.replace(b"ready", b"READY").replace(b"tracer", b"TRACER"))  # rewritten, same size
     exact()
+    assert probes  # a new lineage: searched afresh
     path.write_bytes(data[: len(data) // 2])  # truncated (copytruncate), then written again
     exact()
     with path.open("ab") as log:

@@ -172,6 +172,20 @@ class FileFacts:
     gz_first: tuple[datetime | None, int | None, TimeContext | None] | None = None
     #: (search target, TimeContext) -> the offset the search found (the same probes give the same answer)
     searches: dict[tuple[datetime, TimeContext], int] = field(default_factory=dict)
+    #: the block lineage of the plain file these facts were made for (BlockCache.lineage; 0: none) and its size then
+    lineage: int = 0
+    size: int = 0
+
+    def carried(self, size: int) -> FileFacts:
+        """Fresh facts for this file grown to `size` bytes, its first `self.size` unchanged (appended to): what
+        does not depend on its end carries over. A search's offset lies at or before the first line at or after
+        its target, and a line appended later is later still; the first line stays the first line."""
+        grown = FileFacts(lineage=self.lineage, size=size)
+        grown.searches = dict(self.searches)  # each offset a line start before the former end
+        first = self.probes.get((0, self.size))
+        if first is not None and first[1] is not None and first[0] < self.size:
+            grown.probes[(0, size)] = first
+        return grown
 
 
 class FactCache:
@@ -179,6 +193,9 @@ class FactCache:
 
     def __init__(self, entries: int = CACHE_ENTRIES) -> None:
         self.entries = entries
+        #: ("dir" | "file", path) -> (signature, listing or FileFacts); ("live", path) -> ((), FileFacts) for a plain
+        #: file modified too recently to be kept by its signature (a live log), used only once the file is known to
+        #: have been appended to since (`facts`)
         self._items: OrderedDict[tuple[str, str], tuple[tuple[int, ...], object]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -190,8 +207,14 @@ class FactCache:
             self._items.move_to_end(key)
             return item[1]
 
-    def _put(self, key: tuple[str, str], sig: tuple[int, ...], mtime_ns: int, value: object) -> None:
-        if self.entries <= 0 or time.time_ns() - mtime_ns < CACHE_SETTLE_NS:
+    def _any(self, key: tuple[str, str]) -> object | None:
+        with self._lock:
+            item = self._items.get(key)
+        return None if item is None else item[1]
+
+    def _put(self, key: tuple[str, str], sig: tuple[int, ...], mtime_ns: int | None, value: object) -> None:
+        """Keep `value` under `key` (`mtime_ns` None: whatever the modification time)."""
+        if self.entries <= 0 or (mtime_ns is not None and time.time_ns() - mtime_ns < CACHE_SETTLE_NS):
             return
         with self._lock:
             self._items[key] = (sig, value)
@@ -221,14 +244,27 @@ class FactCache:
             self._put(("dir", path), sig, st.st_mtime_ns, out)
         return out
 
-    def facts(self, path: str, st: os.stat_result) -> FileFacts:
-        """The facts of the file `path` opened with status `st` (fresh ones when it changed or is new)."""
+    def facts(self, path: str, st: os.stat_result, lineage: int = 0, valid: int = 0) -> FileFacts:
+        """The facts of the file `path` opened with status `st` (fresh ones when it changed or is new). A plain
+        file's block `lineage` and the end of its bytes known unchanged (`valid`, BlockCache.lineage) let the facts
+        of a file appended to carry over."""
         sig = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         cached = self._get(("file", path), sig)
         if isinstance(cached, FileFacts):
             return cached
-        facts = FileFacts()
-        self._put(("file", path), sig, st.st_mtime_ns, facts)
+        facts = FileFacts(lineage=lineage, size=st.st_size)
+        if not lineage:
+            self._put(("file", path), sig, st.st_mtime_ns, facts)
+            return facts
+        before = self._any(("live", path)) or self._any(("file", path))
+        if isinstance(before, FileFacts) and before.lineage == lineage and 0 < before.size <= valid:
+            facts = before.carried(st.st_size)
+        if time.time_ns() - st.st_mtime_ns < CACHE_SETTLE_NS:
+            self._put(("live", path), (), None, facts)
+        else:
+            with self._lock:
+                self._items.pop(("live", path), None)
+            self._put(("file", path), sig, st.st_mtime_ns, facts)
         return facts
 
 
@@ -432,7 +468,8 @@ class _Reader:
             size = st.st_size
             if size == 0:
                 return None
-            facts = cache.facts(path, st)
+            number, valid = blocks.lineage(path, st, f.pread)
+            facts = cache.facts(path, st, number, valid)
             _, first = _probe_known(f, 0, size, self.ctx, facts)
             if first is None:
                 line_no = _first_unreadable(f)
@@ -442,7 +479,6 @@ class _Reader:
             if first > self.hi:
                 return first
             offset = _search(f, size, lo, self.deadline, self.ctx, facts)
-            number, valid = blocks.lineage(path, st, f.pread)
             self.forward_plain(f, offset, _BlockPlace(path, number, valid, blocks))
         finally:
             os.close(fd)
