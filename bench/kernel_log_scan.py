@@ -12,9 +12,11 @@ finished day of logs has. The tree is removed afterwards.
 Figures (each on one line): the request's wall time with a cold provider cache (a new provider per run; the OS page
 cache is warm, as it is for grep), with a warm one (the same provider again), with the warm provider asked about
 a later failure each time (every window new, overlapping earlier ones) and with every current file appended to
-just before each request (live logs), as the median of N runs;
-`grep -rc NVRM` over the same tree run as a subprocess in the same run (median of N); their ratio; the bytes the
-request read (from /proc/self/io: rchar, and read_bytes from storage); the process's peak RSS.
+just before each request (live logs), as the median of N runs (N = --repeat for the cold and the new-window
+requests, 4N + 3 for the warm and live ones, which take a few ms each, where the machine's noise weighs most);
+`grep -rc NVRM` over the same tree run as a subprocess in the same run (median of 4N + 3); their ratio; the bytes
+the request read (from /proc/self/io: rchar, and read_bytes from storage); the process's peak RSS. The tree is
+written out (`os.sync`) before anything is measured.
 
     python bench/kernel_log_scan.py [--nodes 64] [--total-mib 288] [--repeat 7] [--quick]
     python -m bench.kernel_log_scan --quick
@@ -211,6 +213,7 @@ def run(
     try:
         t0 = time.perf_counter()
         total = generate(root, nodes, total_mib * MIB, seed, quiet, combined)
+        os.sync()  # the tree's pages written out now, not by the kernel while the figures are taken
         layout = "one combined file" if combined else "a folder per host"
         names = tuple(f"worker-{n:03d}" for n in range(scope or nodes))
         print(f"[{label}] tree: {nodes} hosts ({layout}), {total / MIB:.1f} MiB, generated in "
@@ -223,7 +226,9 @@ def run(
             cold.append(_timed(lambda p=provider: p.fast(request, Deadline.after_ms(300000), None)))  # type: ignore[misc]
         provider = _provider(root)
         provider.fast(request, Deadline.after_ms(300000), None)
-        warm = [_timed(lambda: provider.fast(request, Deadline.after_ms(300000), None)) for _ in range(repeat)]
+        # The quick measurements (a few ms each, where the machine's noise weighs most) are taken more often.
+        many = 4 * repeat + 3
+        warm = [_timed(lambda: provider.fast(request, Deadline.after_ms(300000), None)) for _ in range(many)]
         # The same warm provider asked about other failures: each window new (moved by 3 minutes more each time),
         # overlapping what earlier requests read.
         moved = []
@@ -233,13 +238,13 @@ def run(
         # Live logs: a line appended to every current file before each request (modified just now, as a live
         # kern.log is), the first window again.
         live = []
-        for k in range(repeat):
-            _append_everywhere(root, f"{_stamp(86399 - repeat + k)} worker kernel: [1.000000] clocksource: tick\n")
+        for k in range(many):
+            _append_everywhere(root, f"{_stamp(86399 - many + k)} worker kernel: [1.000000] clocksource: tick\n")
             live.append(_timed(lambda: provider.fast(request, Deadline.after_ms(300000), None)))
 
         grep_times = []
         nvrm = 0
-        for _ in range(repeat):
+        for _ in range(many):
             t0 = time.perf_counter()
             done = subprocess.run(["grep", "-rc", "NVRM", str(root)], capture_output=True, text=True, check=False)
             grep_times.append(time.perf_counter() - t0)
@@ -254,15 +259,15 @@ def run(
         print(f"[{label}] answer: {len(findings)} finding(s) {findings}, "
               f"{len(outcome.unattributed_targets)} unattributed, error {error}")  # fmt: skip
         print(f"[{label}] provider fast request, cold cache: {cold_s * 1000:.1f} ms (median of {repeat})")
-        print(f"[{label}] provider fast request, warm cache: {warm_s * 1000:.1f} ms (median of {repeat})")
+        print(f"[{label}] provider fast request, warm cache: {warm_s * 1000:.1f} ms (median of {many})")
         moved_s = statistics.median(r[0] for r in moved)
         live_s = statistics.median(r[0] for r in live)
         live_read = statistics.median(r[1] for r in live) / MIB
         print(f"[{label}] provider fast request, warm cache, every current file appended to just before: "
-              f"{live_s * 1000:.1f} ms (median of {repeat}; {live_read:.2f} MiB read)")
+              f"{live_s * 1000:.1f} ms (median of {many}; {live_read:.2f} MiB read)")
         print(f"[{label}] provider fast request, warm cache, a different window each time: {moved_s * 1000:.1f} ms "
               f"(median of {repeat}; {statistics.median(r[1] for r in moved) / MIB:.2f} MiB read)")  # fmt: skip
-        print(f"[{label}] grep -rc NVRM over the tree: {grep_s * 1000:.1f} ms (median of {repeat}), {nvrm} lines")
+        print(f"[{label}] grep -rc NVRM over the tree: {grep_s * 1000:.1f} ms (median of {many}), {nvrm} lines")
         print(f"[{label}] ratio provider/grep: cold {cold_s / grep_s:.3f}x, warm {warm_s / grep_s:.3f}x, "
               f"warm with a different window {moved_s / grep_s:.3f}x, warm with live files {live_s / grep_s:.3f}x")
         print(f"[{label}] bytes read per request: cold {statistics.median(r[1] for r in cold) / MIB:.2f} MiB, "
