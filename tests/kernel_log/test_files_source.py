@@ -10,7 +10,7 @@ import pytest
 from providers.base import Deadline, ErrorType, NodeTarget, ProviderProcessingError, ProviderTimeoutError
 from providers.kernel_log.collect import Collector, Window
 from providers.kernel_log.rules import decoded_events
-from providers.kernel_log.sources.files import FileSource
+from providers.kernel_log.sources.files import FactCache, FileSource
 from tests.kernel_log.conftest import (
     DETECTED,
     HEALTHY,
@@ -156,6 +156,26 @@ def test_corrupt_gz_in_the_window_breaks_only_itself(files_provider, tmp_path: P
     assert outcome.unattributed_targets == ()
     assert outcome.error is not None and outcome.error.type is ErrorType.INSUFFICIENT_TELEMETRY
     assert any("worker-01.log.gz" in r.getMessage() for r in caplog.records)
+
+
+def test_a_log_replaced_by_a_fifo_after_listing_breaks_only_itself(
+    files_provider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog
+) -> None:
+    # A file listed as a regular file and then replaced by a FIFO: opening it must not wait for a writer.
+    (tmp_path / "logs" / "worker-01").mkdir(parents=True)
+    os.mkfifo(tmp_path / "logs" / "worker-01" / "kern.log")
+    write_lines(tmp_path / "logs" / "worker-02.log", [rsyslog(at(-1), "worker-02", xid(79))])
+    real_listing = FactCache.listing
+    monkeypatch.setattr(
+        FactCache,
+        "listing",
+        lambda self, path, strict: [(n, p, d, f or n == "kern.log") for n, p, d, f in real_listing(self, path, strict)],
+    )
+    with caplog.at_level("WARNING", logger="attribution_adapter.kernel_log"):
+        outcome = files_provider().fast(make_request(["worker-01", "worker-02"]), deadline(), None)
+    assert [f.target for f in outcome.attributions] == [NodeTarget("worker-02")]
+    assert outcome.error is not None and outcome.error.type is ErrorType.INSUFFICIENT_TELEMETRY
+    assert any("worker-01/kern.log" in r.getMessage() for r in caplog.records)
 
 
 def test_directory_removed_after_boot_is_a_processing_error(files_provider, tmp_path: Path) -> None:

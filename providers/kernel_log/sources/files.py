@@ -12,10 +12,12 @@ met.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import logging
 import os
 import re
+import stat
 import threading
 import time
 import zlib
@@ -461,10 +463,13 @@ class _Reader:
         return first
 
     def read_plain(self, path: str, lo: datetime, cache: FactCache, blocks: BlockCache) -> datetime | None:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        # Not blocking: a file replaced by a FIFO since it was listed must not hold the thread until a writer comes.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         try:
             f = _Plain(fd, self.collector)
             st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise OSError(errno.EINVAL, "not a regular file", path)
             size = st.st_size
             if size == 0:
                 return None
