@@ -295,9 +295,13 @@ class AdapterWorker(ThreadWorker):
         self._start_reading(conn, b"")
 
     def on_client_socket_readable(self, conn: TConn, client: Any) -> None:
-        self.poller.unregister(client)
+        """A kept-alive connection has its next request's bytes: they are read now, not after another turn of the
+        loop, and the socket stays registered (only the callback changes) until the request is whole."""
         self.keepalived_conns.remove(conn)
-        self._start_reading(conn, b"")
+        state = Reading(conn=conn, started=time.monotonic())
+        self.reading[id(conn)] = state
+        self.poller.modify(client, selectors.EVENT_READ, partial(self._on_readable, state))
+        self._on_readable(state, client)
 
     def _start_reading(self, conn: TConn, data: bytes) -> None:
         conn.sock.setblocking(False)
