@@ -49,6 +49,21 @@ def test_headers_that_never_end_are_answered_408_and_closed(server):
     assert_json_refusal(answer, 408)
 
 
+def test_a_kept_alive_connection_whose_next_request_stalls_is_answered_408_and_closed(server):
+    # The next request on a kept-alive connection is read as soon as its first bytes come: the rest may come in
+    # later pieces, and one that stops is timed out as on a new connection.
+    with connect(server.port) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert read_answer(sock).status == 200
+        sock.sendall(b"GET /healthz HTTP/1.1\r\n")
+        assert not _wait_readable(sock, 0.3)
+        sock.sendall(b"Host: x\r\n\r\n")
+        assert read_answer(sock).status == 200
+        sock.sendall(b"GET /healthz HT")
+        answer = read_answer(sock)
+    assert_json_refusal(answer, 408)
+
+
 def test_one_byte_then_silence_is_answered_408_and_closed(server):
     with connect(server.port) as sock:
         sock.sendall(b"G")
