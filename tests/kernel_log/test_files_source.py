@@ -10,7 +10,8 @@ import pytest
 from providers.base import Deadline, ErrorType, NodeTarget, ProviderProcessingError, ProviderTimeoutError
 from providers.kernel_log.collect import Collector, Window
 from providers.kernel_log.rules import decoded_events
-from providers.kernel_log.sources.files import FactCache, FileSource
+from providers.kernel_log.sources.facts import FactCache
+from providers.kernel_log.sources.files import FileSource
 from tests.kernel_log.conftest import (
     DETECTED,
     HEALTHY,

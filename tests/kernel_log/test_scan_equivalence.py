@@ -577,17 +577,18 @@ def test_a_search_asked_again_is_answered_from_the_files_facts(tmp_path: Path) -
     """The same search over an unchanged file is answered from its facts without a probe; the answers kept per file
     are bounded."""
     from providers.kernel_log.parse import DEFAULT_CONTEXT
+    from providers.kernel_log.sources import facts as kept
     from providers.kernel_log.sources import files
 
     path = tmp_path / "worker-01" / "kern.log"
     _long_noise(path)
-    facts = files.FileFacts()
+    facts = kept.FileFacts()
     counted = Collector(nodes=("worker-01",), window=Window(DETECTED, DETECTED))
     fd = os.open(path, os.O_RDONLY)
     try:
         plain = files._Plain(fd, counted)
         size = path.stat().st_size
-        targets = [DETECTED - timedelta(minutes=m) for m in range(2 * files.CACHE_SEARCHES)]
+        targets = [DETECTED - timedelta(minutes=m) for m in range(2 * kept.CACHE_SEARCHES)]
         found = [files._search(plain, size, t, deadline(), DEFAULT_CONTEXT, facts) for t in targets]
 
         class NoReads:
@@ -598,7 +599,7 @@ def test_a_search_asked_again_is_answered_from_the_files_facts(tmp_path: Path) -
                 raise AssertionError("probed again")
 
         assert files._search(NoReads(), size, targets[0], deadline(), DEFAULT_CONTEXT, facts) == found[0]  # type: ignore[arg-type]
-        assert len(facts.searches) == files.CACHE_SEARCHES
+        assert len(facts.searches) == kept.CACHE_SEARCHES
         assert found == sorted(found, reverse=True) and len(set(found)) > 1  # earlier targets, earlier offsets
     finally:
         os.close(fd)

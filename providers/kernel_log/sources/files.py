@@ -19,12 +19,10 @@ import os
 import re
 import stat
 import threading
-import time
 import zlib
 from bisect import bisect_left, bisect_right
-from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
 from pathlib import Path
@@ -49,6 +47,7 @@ from providers.kernel_log.sources.blocks import (
     lines_naming,
     sorted_stamps,
 )
+from providers.kernel_log.sources.facts import CACHE_ENTRIES, CACHE_PROBES, CACHE_SEARCHES, FactCache, FileFacts
 
 log = logging.getLogger("attribution_adapter.kernel_log")
 
@@ -66,16 +65,6 @@ MAX_LINE = 1024 * 1024
 #: default base names of files that hold many hosts
 DEFAULT_COMBINED = ("kern.log", "kernel.log", "syslog", "messages", "all.log")
 
-#: files and folders whose facts are kept between requests (least recently used dropped first)
-CACHE_ENTRIES = 4096
-#: probes kept per file (each a byte offset's next line start and time; a search makes about log2(size / 4 KiB), and
-#: searches for nearby windows share their first ones): with CACHE_ENTRIES the cache holds about 30 MiB at most
-CACHE_PROBES = 16
-#: searches' answers kept per file (the same window asked again, as retries and the next phase do)
-CACHE_SEARCHES = 8
-#: a listing or a file modified less than this long ago is not cached: a change within one tick of a coarse
-#: file-system clock would leave its modification time unchanged
-CACHE_SETTLE_NS = 2_000_000_000
 
 # `<base>` with an optional rotation suffix: `.N`, `-YYYYMMDD` (logrotate dateext), then `.gz`.
 _ROTATED = re.compile(r"^(?P<base>.+?)(?:\.(?P<num>\d+)|-(?P<date>\d{8}))?(?P<gz>\.gz)?$")
@@ -162,112 +151,6 @@ class _Plain:
 
     def seek(self, offset: int) -> None:
         self._pos = offset
-
-
-@dataclass
-class FileFacts:
-    """What reading one file taught, valid while its identity is unchanged: the search's probes, a gzip head."""
-
-    #: (offset, end) -> (line start, its time, the TimeContext the time depends on or None when it depends on none)
-    probes: dict[tuple[int, int], tuple[int, datetime | None, TimeContext | None]] = field(default_factory=dict)
-    #: a gzip file's first time (or UnknownFormat's line number) and the TimeContext it depends on
-    gz_first: tuple[datetime | None, int | None, TimeContext | None] | None = None
-    #: (search target, TimeContext) -> the offset the search found (the same probes give the same answer)
-    searches: dict[tuple[datetime, TimeContext], int] = field(default_factory=dict)
-    #: the block lineage of the plain file these facts were made for (BlockCache.lineage; 0: none) and its size then
-    lineage: int = 0
-    size: int = 0
-
-    def carried(self, size: int) -> FileFacts:
-        """Fresh facts for this file grown to `size` bytes, its first `self.size` unchanged (appended to): what
-        does not depend on its end carries over. A search's offset lies at or before the first line at or after
-        its target, and a line appended later is later still; the first line stays the first line."""
-        grown = FileFacts(lineage=self.lineage, size=size)
-        grown.searches = dict(self.searches)  # each offset a line start before the former end
-        first = self.probes.get((0, self.size))
-        if first is not None and first[1] is not None and first[0] < self.size:
-            grown.probes[(0, size)] = first
-        return grown
-
-
-class FactCache:
-    """Directory listings and FileFacts between requests, least recently used dropped first; thread-safe."""
-
-    def __init__(self, entries: int = CACHE_ENTRIES) -> None:
-        self.entries = entries
-        #: ("dir" | "file", path) -> (signature, listing or FileFacts); ("live", path) -> ((), FileFacts) for a plain
-        #: file modified too recently to be kept by its signature (a live log), used only once the file is known to
-        #: have been appended to since (`facts`)
-        self._items: OrderedDict[tuple[str, str], tuple[tuple[int, ...], object]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def _get(self, key: tuple[str, str], sig: tuple[int, ...]) -> object | None:
-        with self._lock:
-            item = self._items.get(key)
-            if item is None or item[0] != sig:
-                return None
-            self._items.move_to_end(key)
-            return item[1]
-
-    def _any(self, key: tuple[str, str]) -> object | None:
-        with self._lock:
-            item = self._items.get(key)
-        return None if item is None else item[1]
-
-    def _put(self, key: tuple[str, str], sig: tuple[int, ...], mtime_ns: int | None, value: object) -> None:
-        """Keep `value` under `key` (`mtime_ns` None: whatever the modification time)."""
-        if self.entries <= 0 or (mtime_ns is not None and time.time_ns() - mtime_ns < CACHE_SETTLE_NS):
-            return
-        with self._lock:
-            self._items[key] = (sig, value)
-            self._items.move_to_end(key)
-            while len(self._items) > self.entries:
-                self._items.popitem(last=False)
-
-    def listing(self, path: str, strict: bool) -> list[tuple[str, str, bool, bool]]:
-        """(name, path, is_dir, is_file) of a directory's entries; `strict`: an entry that cannot be typed raises
-        OSError, else it is left out. Kept while the directory's own modification time and inode stay."""
-        st = os.stat(path)
-        sig = (st.st_dev, st.st_ino, st.st_mtime_ns, int(strict))
-        cached = self._get(("dir", path), sig)
-        if cached is not None:
-            return cached  # type: ignore[return-value]
-        out: list[tuple[str, str, bool, bool]] = []
-        links = False
-        with os.scandir(path) as it:
-            for entry in it:
-                try:
-                    links = links or entry.is_symlink()
-                    out.append((entry.name, entry.path, entry.is_dir(), entry.is_file()))
-                except OSError:
-                    if strict:
-                        raise
-        if not links:  # a link's target can change without the directory changing
-            self._put(("dir", path), sig, st.st_mtime_ns, out)
-        return out
-
-    def facts(self, path: str, st: os.stat_result, lineage: int = 0, valid: int = 0) -> FileFacts:
-        """The facts of the file `path` opened with status `st` (fresh ones when it changed or is new). A plain
-        file's block `lineage` and the end of its bytes known unchanged (`valid`, BlockCache.lineage) let the facts
-        of a file appended to carry over."""
-        sig = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-        cached = self._get(("file", path), sig)
-        if isinstance(cached, FileFacts):
-            return cached
-        facts = FileFacts(lineage=lineage, size=st.st_size)
-        if not lineage:
-            self._put(("file", path), sig, st.st_mtime_ns, facts)
-            return facts
-        before = self._any(("live", path)) or self._any(("file", path))
-        if isinstance(before, FileFacts) and before.lineage == lineage and 0 < before.size <= valid:
-            facts = before.carried(st.st_size)
-        if time.time_ns() - st.st_mtime_ns < CACHE_SETTLE_NS:
-            self._put(("live", path), (), None, facts)
-        else:
-            with self._lock:
-                self._items.pop(("live", path), None)
-            self._put(("file", path), sig, st.st_mtime_ns, facts)
-        return facts
 
 
 class FileSource:
