@@ -264,7 +264,12 @@ def line_time(raw: bytes, ctx: TimeContext = DEFAULT_CONTEXT) -> datetime | None
             return EPOCH + timedelta(microseconds=int(m.group(1)))
         except OverflowError:
             return None
-    parsed = parse_line(head[:512].decode("utf-8", "replace"), ctx)
+    text = head[:512].decode("utf-8", "replace")
+    line = text.rstrip("\r\n").replace("\x00", "")
+    if line[:1].isdigit():  # an RFC 3339 stamp or nothing: parse_line's time, without reading host and tag
+        m = _ISO_AT_START.match(line)
+        return _from_iso(m) if m else None
+    parsed = parse_line(text, ctx)
     return parsed.observed_at if parsed else None
 
 

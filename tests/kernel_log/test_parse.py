@@ -50,3 +50,36 @@ def test_garbage_lines_are_refused() -> None:
 def test_parse_timestamp_nanoseconds_are_cut_to_microseconds() -> None:
     assert parse_timestamp("2026-09-09T11:58:12.123456789Z") == datetime(2026, 9, 9, 11, 58, 12, 123456, tzinfo=UTC)
     assert parse_timestamp("yesterday") is None
+
+
+def test_the_search_reads_every_line_time_as_the_parser_does() -> None:
+    """line_time (the binary search's probe) gives parse_line's time for every line of the real-format fixtures and
+    for odd lines; for lines starting with a digit it reads only the stamp. (Journal JSON lines have a probe of
+    their own, which reads `__REALTIME_TIMESTAMP` past 512 bytes too.)"""
+    from pathlib import Path
+
+    from providers.kernel_log.parse import TimeContext, line_time
+
+    ctx = TimeContext(anchor=datetime(2026, 9, 9, 12, tzinfo=UTC))
+    raws = [
+        raw
+        for path in sorted((Path(__file__).parent / "fixtures").glob("*.log"))
+        for raw in path.read_bytes().split(b"\n")
+        if not raw.startswith(b"{")
+    ]
+    raws += [
+        b"2026-09-09T11:58:00.123456+02:00 worker-01 kernel: NVRM: Xid 79\r",
+        b"2026-09-09T11:58:00Z",
+        b"2026-13-40T11:58:00Z worker-01 kernel: no such day",
+        b"2026-09-09 11:58:00,5+00:00 dmesg --time-format iso",
+        b"\x002026-09-09T11:58:00Z worker-01 kernel: a NUL first",
+        b"2026-09-09T11:58:\x0000Z worker-01 kernel: a NUL inside the stamp",
+        b"20 not a stamp",
+        b"2026-09-09T11:58:00+0000 h t: \xff\xfe invalid UTF-8",
+        b"1",
+        b"",
+    ]
+    assert len(raws) > 120
+    for raw in raws:
+        parsed = parse_line(raw[:512].decode("utf-8", "replace"), ctx)
+        assert line_time(raw, ctx) == (parsed.observed_at if parsed else None), raw
