@@ -84,6 +84,10 @@ def register_request_context(app: Flask, provider_name: str, metrics: AdapterMet
         response.headers["X-Request-ID"] = request_id
         started = ctx.get("started_monotonic")
         status = response.status_code
+        req = request._get_current_object()  # type: ignore[attr-defined]
+        elapsed = None if started is None else max(time.monotonic() - started, 0.0)
+        metrics.observe_http(req.method, req.endpoint, status, elapsed)
+        ctx.http_observed = True
         level = logging.ERROR if status >= 500 else logging.WARNING if status >= 400 else logging.INFO
         if not request_log.isEnabledFor(level):  # e.g. ATTRIBUTION_LOG_LEVEL=warning and a 200: no line to build
             return response
@@ -100,22 +104,26 @@ def register_request_context(app: Flask, provider_name: str, metrics: AdapterMet
             extra={
                 "request_id": request_id,
                 "trace_id": ctx.get("trace_id"),
-                "method": request.method,
+                "method": req.method,
                 # The route, not the raw path: a path is caller input and unbounded.
-                "path": request.url_rule.rule if request.url_rule is not None else None,
+                "path": req.url_rule.rule if req.url_rule is not None else None,
                 "phase": ctx.get("phase"),
                 "status": status,
                 "outcome": ctx.get("outcome"),
                 "provider": provider_name,
-                "duration_ms": None if started is None else round((time.monotonic() - started) * 1000, 3),
+                "duration_ms": None if elapsed is None else round(elapsed * 1000, 3),
             },
         )
         request_log.handle(record)
         return response
 
     @app.teardown_request
-    def _forget(_: BaseException | None) -> None:
+    def _forget(exc: BaseException | None) -> None:
         ctx = g._get_current_object()  # type: ignore[attr-defined]
+        if exc is not None:
+            started = ctx.get("started_monotonic")
+            elapsed = None if started is None else max(time.monotonic() - started, 0.0)
+            metrics.observe_http_exception(request.method, request.endpoint, elapsed, ctx.get("http_observed", False))
         if ctx.pop("in_flight", False):
             metrics.request_finished()
         token = ctx.pop("request_id_token", None)

@@ -23,6 +23,7 @@ from prometheus_flask_exporter.multiprocess import GunicornPrometheusMetrics
 from providers.base import SourceFailure
 
 MAX_CATEGORIES = 64
+MAX_HTTP_LABEL_SETS = 256
 OTHER_CATEGORY = "other"
 CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
@@ -41,12 +42,35 @@ class AdapterMetrics:
         self, app: Flask, *, version: str, provider: str, provider_version: str, provider_concurrency: int = 1
     ) -> None:
         registry = CollectorRegistry()
-        options = {"group_by": "endpoint", "registry": registry}
+        # The exporter's default HTTP series are defined below and recorded by the app's own request hooks.
+        options = {"group_by": "endpoint", "registry": registry, "export_defaults": False}
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
             exporter: PrometheusMetrics = GunicornPrometheusMetrics(app, **options)
         else:
             exporter = PrometheusMetrics(app, path=None, **options)
         self.registry = registry
+        # prometheus-flask-exporter's default series (`export_defaults` with group_by="endpoint"), with the same
+        # names, help, labels and buckets; the app's hooks record them (`observe_http`) with each label set's
+        # children looked up once, where the exporter's hooks built the label set on every request.
+        self.http_duration = Histogram(
+            "flask_http_request_duration_seconds",
+            "Flask HTTP request duration in seconds",
+            ["method", "endpoint", "status"],
+            registry=registry,
+        )
+        self.http_total = Counter(
+            "flask_http_request_total", "Total number of HTTP requests", ["method", "status"], registry=registry
+        )
+        self.http_exceptions = Counter(
+            "flask_http_request_exceptions_total",
+            "Total number of HTTP requests which resulted in an exception",
+            ["method", "status"],
+            registry=registry,
+        )
+        exporter.info(
+            "flask_exporter_info", "Information about the Prometheus Flask exporter", version=exporter.version
+        )
+        self._http_children: dict[tuple[str, str | None, int], tuple[Any, Any]] = {}
         self.requests = Counter(
             "attribution_requests",
             "Processed attribution requests by phase and outcome (ok or the error.type).",
@@ -120,6 +144,28 @@ class AdapterMetrics:
 
     def request_finished(self) -> None:
         self.requests_in_flight.dec()
+
+    def observe_http(self, method: str, endpoint: str | None, status: int, seconds: float | None) -> None:
+        """One answered request: its duration (None: its start was never taken) and its count."""
+        key = (method, endpoint, status)
+        children = self._http_children.get(key)
+        if children is None:
+            children = (
+                self.http_duration.labels(method=method, endpoint=endpoint, status=status),
+                self.http_total.labels(method=method, status=status),
+            )
+            if len(self._http_children) < MAX_HTTP_LABEL_SETS:  # methods, views and statuses are few; kept bounded
+                self._http_children[key] = children
+        if seconds is not None:
+            children[0].observe(seconds)
+        children[1].inc()
+
+    def observe_http_exception(self, method: str, endpoint: str | None, seconds: float | None, answered: bool) -> None:
+        """A request that ended in an exception no handler took: counted as the exporter counts it, a 500 (its
+        duration and count too, unless its answer was already counted)."""
+        self.http_exceptions.labels(method=method, status=500).inc()
+        if not answered:
+            self.observe_http(method, endpoint, 500, seconds)
 
     @contextmanager
     def provider_call_in_flight(self) -> Iterator[None]:

@@ -116,3 +116,65 @@ def test_the_readme_alert_rules_name_only_exported_metrics() -> None:
         names = set(re.findall(r"\b[a-z_][a-z0-9_]*\b", bare))
         metrics = names - functions
         assert metrics and metrics <= exported, f"{expression!r} names {sorted(metrics - exported)}"
+
+
+def test_the_http_request_series_are_the_exporters_own() -> None:
+    """`flask_http_request_*` and `flask_exporter_info`, as prometheus-flask-exporter defines them: the duration by
+    method, endpoint (the view, `None` when no route matched) and status with the client library's default buckets,
+    the count by method and status, the exceptions count by method and status (none here: every error is answered)."""
+    from prometheus_client import Histogram
+
+    client = make_client(NamedFakeProvider("fake", fast=first_node_finding))
+    check_200(post(client, valid_request()))
+    check_200(post(client, valid_request()))
+    assert post(client, {"x": 1}).status_code == 422
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/nope").status_code == 404
+    assert client.put("/v1/attribution").status_code == 405
+    samples = scrape(client)
+    flask = {key: v for key, v in samples.items() if key[0].startswith("flask_")}
+    counts = {(name, labels): v for (name, labels), v in flask.items() if name.endswith(("_count", "_total"))}
+    assert counts == {
+        ("flask_http_request_duration_seconds_count", labels): n
+        for labels, n in [
+            ((("endpoint", "attribution.attribution"), ("method", "POST"), ("status", "200")), 2.0),
+            ((("endpoint", "attribution.attribution"), ("method", "POST"), ("status", "422")), 1.0),
+            ((("endpoint", "health.healthz"), ("method", "GET"), ("status", "200")), 1.0),
+            ((("endpoint", "None"), ("method", "GET"), ("status", "404")), 1.0),
+            ((("endpoint", "None"), ("method", "PUT"), ("status", "405")), 1.0),
+        ]
+    } | {
+        ("flask_http_request_total", (("method", method), ("status", status))): n
+        for method, status, n in [
+            ("POST", "200", 2.0),
+            ("POST", "422", 1.0),
+            ("GET", "200", 1.0),
+            ("GET", "404", 1.0),
+            ("PUT", "405", 1.0),
+        ]
+    }
+    buckets = {
+        dict(labels)["le"]
+        for (name, labels) in flask
+        if name == "flask_http_request_duration_seconds_bucket" and dict(labels)["endpoint"] == "health.healthz"
+    }
+    assert buckets == {"+Inf" if b == float("inf") else str(b) for b in Histogram.DEFAULT_BUCKETS}
+    assert [labels for (name, labels) in flask if name == "flask_exporter_info"] == [(("version", "0.23.2"),)]
+    text = generate_latest(client.application.extensions["attribution_adapter"].metrics.registry).decode()
+    assert "# TYPE flask_http_request_exceptions_total counter" in text
+    assert "# HELP flask_http_request_duration_seconds Flask HTTP request duration in seconds" in text
+    assert "# HELP flask_http_request_total Total number of HTTP requests" in text
+
+
+def test_a_request_ending_in_an_unhandled_exception_is_counted_as_the_exporter_counts_it() -> None:
+    # Every error the app meets is answered by a handler, so this is the hooks' last resort: a 500 in the exceptions
+    # count, and in the duration and request counts unless the answer was counted already.
+    client = make_client(NamedFakeProvider("fake", fast=first_node_finding))
+    metrics = client.application.extensions["attribution_adapter"].metrics
+    metrics.observe_http_exception("POST", "attribution.attribution", 0.01, answered=False)
+    metrics.observe_http_exception("POST", "attribution.attribution", 0.01, answered=True)
+    samples = scrape(client)
+    assert value(samples, "flask_http_request_exceptions_total", method="POST", status="500") == 2
+    assert value(samples, "flask_http_request_total", method="POST", status="500") == 1
+    labels = {"method": "POST", "endpoint": "attribution.attribution", "status": "500"}
+    assert value(samples, "flask_http_request_duration_seconds_count", **labels) == 1
