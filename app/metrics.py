@@ -132,6 +132,8 @@ class AdapterMetrics:
         self._limit_pid = 0
         self._call_children: dict[str, Any] = {}
         self._request_children: dict[tuple[str, str], Any] = {}
+        self._finding_children: dict[str, Any] = {}
+        self._calls_in_flight: Any = None
         self._categories: set[str] = set()
         self._lock = threading.Lock()
 
@@ -169,7 +171,9 @@ class AdapterMetrics:
 
     @contextmanager
     def provider_call_in_flight(self) -> Iterator[None]:
-        gauge = self.provider_calls_in_flight.labels(provider=self.provider)
+        gauge = self._calls_in_flight
+        if gauge is None:  # one provider: its child is looked up once
+            gauge = self._calls_in_flight = self.provider_calls_in_flight.labels(provider=self.provider)
         gauge.inc()
         try:
             yield
@@ -192,7 +196,12 @@ class AdapterMetrics:
             child = self._request_children[(phase, outcome)] = self.requests.labels(phase=phase, outcome=outcome)
         child.inc()
         for category in categories:
-            self.findings.labels(error_category=self._bounded(category)).inc()
+            child = self._finding_children.get(category)
+            if child is None:  # at most MAX_CATEGORIES + 1 label values (`_bounded`)
+                child = self.findings.labels(error_category=self._bounded(category))
+                if len(self._finding_children) < MAX_CATEGORIES:
+                    self._finding_children[category] = child
+            child.inc()
 
     def _bounded(self, category: str) -> str:
         # error_category is an open token: past a cap, new values fold into one label value.
