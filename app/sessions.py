@@ -29,6 +29,8 @@ MAX_LENGTH = 1024
 CLOCK_SKEW_SECONDS = 300
 MAX_ISSUED_AT = 2**40  # seconds since the epoch; anything larger is not a time this service wrote
 _CHECK_CONTEXT = b"attribution-adapter session v1\n"
+#: what `json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True)` builds for every call, once
+_PAYLOAD_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 _SIGNED_CHECK_BYTES = 16
 
 
@@ -64,7 +66,7 @@ class SessionCodec:
             "s": dict(state),
             "t": int(time.time() if now is None else now),
         }
-        raw = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+        raw = _PAYLOAD_JSON.encode(payload).encode()
         session_id = f"{PREFIX}.{_b64(raw)}.{_b64(self._checks(raw)[0])}"
         if len(session_id) > MAX_LENGTH:
             raise SessionTooLarge(f"session id would be {len(session_id)} characters")
