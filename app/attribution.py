@@ -28,9 +28,9 @@ bp = Blueprint("attribution", __name__)
 _request_schema = AttributionRequestSchema()
 
 
-def _fast(raw: bytes) -> dict[str, Any] | None:
-    """The loaded request when the body is certainly a valid one, read by orjson and checked in bulk; else None."""
-    marks = structure_marks(raw)
+def _fast(raw: bytes, marks: bytes) -> dict[str, Any] | None:
+    """The loaded request when the body (`marks`: its `structure_marks`) is certainly a valid one, read by orjson
+    and checked in bulk; else None."""
     if not within_bounds(marks):
         return None
     payload = parse_fast(raw)
@@ -49,10 +49,11 @@ def _load(raw: bytes) -> dict[str, Any]:
     else (bad JSON, a duplicate key, too many values, any doubt about a value) is read by the strict reader and
     loaded through the schema, which reports it.
     """
-    data = _fast(raw)
+    marks = structure_marks(raw)  # counted once, for the bounds of both readers
+    data = _fast(raw, marks)
     if data is not None:
         return data
-    payload = parse_json_object(raw)
+    payload = parse_json_object(raw, marks)
     data = fast_load(payload)  # a valid body orjson could not take (commas inside names past the value bound)
     if data is not None:
         return data

@@ -144,13 +144,14 @@ def within_bounds(marks: bytes) -> bool:
     )
 
 
-def _too_many_values(raw: bytes) -> bool:
+def _too_many_values(raw: bytes, marks: bytes | None = None) -> bool:
     """True when the body holds more JSON values, strings, object members or containers than any valid request.
 
-    Counting `,` `:` `[` `{` in the raw bytes is fast and never counts too few; only when it passes a bound are the
-    strings (which may hold those characters) taken out and the count made again.
+    Counting `,` `:` `[` `{` in the raw bytes (`marks`, when the caller has them already) is fast and never counts
+    too few; only when it passes a bound are the strings (which may hold those characters) taken out and the count
+    made again.
     """
-    if within_bounds(structure_marks(raw)):
+    if within_bounds(structure_marks(raw) if marks is None else marks):
         return False
     # Stopping after MAX_STRINGS + 1 strings bounds the work and the pieces `subn` collects.
     stripped, strings = _STRING.subn(b'""', raw, count=MAX_STRINGS + 1)
@@ -216,15 +217,16 @@ def read_json_body(request: Request) -> bytes:
     return raw
 
 
-def parse_json_object(raw: bytes) -> dict[str, Any]:
-    """The body as a dict; RequestValidationError for bad UTF-8, bad JSON, a duplicate key or a non-object."""
+def parse_json_object(raw: bytes, marks: bytes | None = None) -> dict[str, Any]:
+    """The body as a dict; RequestValidationError for bad UTF-8, bad JSON, a duplicate key or a non-object.
+    `marks`: the body's `structure_marks`, when the caller counted them already."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise RequestValidationError(
             [problem(["body"], f"Body is not valid UTF-8 (byte {exc.start})", "json_invalid")]
         ) from None
-    if _too_many_values(raw):
+    if _too_many_values(raw, marks):
         raise RequestValidationError(
             [
                 problem(
