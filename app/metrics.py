@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -23,7 +23,9 @@ from prometheus_flask_exporter.multiprocess import GunicornPrometheusMetrics
 from providers.base import SourceFailure
 
 MAX_CATEGORIES = 64
-MAX_HTTP_LABEL_SETS = 256
+#: metric children kept per metric once looked up (their label values come from small closed sets: this only bounds
+#: a surprise)
+MAX_KEPT_CHILDREN = 256
 OTHER_CATEGORY = "other"
 CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
@@ -133,7 +135,7 @@ class AdapterMetrics:
         self._call_children: dict[str, Any] = {}
         self._request_children: dict[tuple[str, str], Any] = {}
         self._finding_children: dict[str, Any] = {}
-        self._calls_in_flight: Any = None
+        self._in_flight_children: dict[str, Any] = {}
         self._categories: set[str] = set()
         self._lock = threading.Lock()
 
@@ -149,15 +151,14 @@ class AdapterMetrics:
 
     def observe_http(self, method: str, endpoint: str | None, status: int, seconds: float | None) -> None:
         """One answered request: its duration (None: its start was never taken) and its count."""
-        key = (method, endpoint, status)
-        children = self._http_children.get(key)
-        if children is None:
-            children = (
+        children = _child(
+            self._http_children,
+            (method, endpoint, status),
+            lambda: (
                 self.http_duration.labels(method=method, endpoint=endpoint, status=status),
                 self.http_total.labels(method=method, status=status),
-            )
-            if len(self._http_children) < MAX_HTTP_LABEL_SETS:  # methods, views and statuses are few; kept bounded
-                self._http_children[key] = children
+            ),
+        )
         if seconds is not None:
             children[0].observe(seconds)
         children[1].inc()
@@ -171,9 +172,8 @@ class AdapterMetrics:
 
     @contextmanager
     def provider_call_in_flight(self) -> Iterator[None]:
-        gauge = self._calls_in_flight
-        if gauge is None:  # one provider: its child is looked up once
-            gauge = self._calls_in_flight = self.provider_calls_in_flight.labels(provider=self.provider)
+        provider = self.provider
+        gauge = _child(self._in_flight_children, provider, lambda: self.provider_calls_in_flight.labels(provider))
         gauge.inc()
         try:
             yield
@@ -185,23 +185,12 @@ class AdapterMetrics:
         self.source_failures.labels(provider=self.provider, kind=known).inc()
 
     def observe_provider_call(self, phase: str, seconds: float) -> None:
-        child = self._call_children.get(phase)
-        if child is None:  # label values are bounded (two phases): each child is looked up once
-            child = self._call_children[phase] = self.provider_calls.labels(provider=self.provider, phase=phase)
-        child.observe(seconds)
+        _child(self._call_children, phase, lambda: self.provider_calls.labels(self.provider, phase)).observe(seconds)
 
     def observe_answer(self, phase: str, outcome: str, categories: list[str]) -> None:
-        child = self._request_children.get((phase, outcome))
-        if child is None:  # phase x outcome is a small fixed set
-            child = self._request_children[(phase, outcome)] = self.requests.labels(phase=phase, outcome=outcome)
-        child.inc()
-        for category in categories:
-            child = self._finding_children.get(category)
-            if child is None:  # at most MAX_CATEGORIES + 1 label values (`_bounded`)
-                child = self.findings.labels(error_category=self._bounded(category))
-                if len(self._finding_children) < MAX_CATEGORIES:
-                    self._finding_children[category] = child
-            child.inc()
+        _child(self._request_children, (phase, outcome), lambda: self.requests.labels(phase, outcome)).inc()
+        for category in categories:  # at most MAX_CATEGORIES + 1 label values (`_bounded`)
+            _child(self._finding_children, category, lambda c=category: self.findings.labels(self._bounded(c))).inc()
 
     def _bounded(self, category: str) -> str:
         # error_category is an open token: past a cap, new values fold into one label value.
@@ -212,3 +201,14 @@ class AdapterMetrics:
                 self._categories.add(category)
                 return category
         return OTHER_CATEGORY
+
+
+def _child(children: dict[Any, Any], key: Any, make: Callable[[], Any]) -> Any:
+    """The metric child (or children) for `key`, made by `make` the first time and kept in `children` while it
+    holds fewer than MAX_KEPT_CHILDREN: a label set is looked up once, not on every request."""
+    child = children.get(key)
+    if child is None:
+        child = make()
+        if len(children) < MAX_KEPT_CHILDREN:
+            children[key] = child
+    return child
