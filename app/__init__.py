@@ -62,6 +62,12 @@ def register_blueprints(app: Flask) -> None:
 request_log = logging.getLogger(f"{LOGGER}.request")
 
 
+def _elapsed(ctx: Any) -> float | None:
+    """Seconds since the request's start (`g.started_monotonic`), or None when its start was never taken."""
+    started = ctx.get("started_monotonic")
+    return None if started is None else max(time.monotonic() - started, 0.0)
+
+
 def register_request_context(app: Flask, provider_name: str, metrics: AdapterMetrics) -> None:
     """A request id and a start time for every request; the id on every response and one log line per request."""
 
@@ -82,10 +88,9 @@ def register_request_context(app: Flask, provider_name: str, metrics: AdapterMet
         if request_id is None:  # failed before before_request ran
             request_id = ctx.request_id = uuid.uuid4().hex
         response.headers["X-Request-ID"] = request_id
-        started = ctx.get("started_monotonic")
         status = response.status_code
         req = request._get_current_object()  # type: ignore[attr-defined]
-        elapsed = None if started is None else max(time.monotonic() - started, 0.0)
+        elapsed = _elapsed(ctx)
         metrics.observe_http(req.method, req.endpoint, status, elapsed)
         ctx.http_observed = True
         level = logging.ERROR if status >= 500 else logging.WARNING if status >= 400 else logging.INFO
@@ -121,9 +126,8 @@ def register_request_context(app: Flask, provider_name: str, metrics: AdapterMet
     def _forget(exc: BaseException | None) -> None:
         ctx = g._get_current_object()  # type: ignore[attr-defined]
         if exc is not None:
-            started = ctx.get("started_monotonic")
-            elapsed = None if started is None else max(time.monotonic() - started, 0.0)
-            metrics.observe_http_exception(request.method, request.endpoint, elapsed, ctx.get("http_observed", False))
+            answered = ctx.get("http_observed", False)
+            metrics.observe_http_exception(request.method, request.endpoint, _elapsed(ctx), answered)
         if ctx.pop("in_flight", False):
             metrics.request_finished()
         token = ctx.pop("request_id_token", None)
