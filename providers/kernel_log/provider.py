@@ -25,12 +25,14 @@ from providers.base import (
     shifted,
 )
 from providers.kernel_log import check, epilog
+from providers.kernel_log.answers import AnswerCache
 from providers.kernel_log.collect import Collector, Window
 from providers.kernel_log.identity import NodeNames, scope_names
 from providers.kernel_log.joblog import MAX_NODE_BYTES, MAX_REQUEST_BYTES, ReadLimits
 from providers.kernel_log.joblogs import FileJobLogSource, JobLogs, JobLogSource, job_log_result, oom_kills
 from providers.kernel_log.rules import attribute, attribute_epilog
 from providers.kernel_log.sources import LogSource
+from providers.kernel_log.sources.facts import Proof
 from providers.kernel_log.sources.files import DEFAULT_COMBINED, FileSource
 from providers.kernel_log.sources.logql import TemplateError
 from providers.kernel_log.sources.loki import DEFAULT_CONCURRENCY, DEFAULT_SELECTOR, LokiSource
@@ -257,6 +259,11 @@ class KernelLogProvider(Provider):
         # Local files (and epilog files) are read with a deadline check between reads: the call keeps the deadline
         # and runs in the request's thread. Loki is a network backend: its calls go through the Adapter's pool.
         self.keeps_deadline = isinstance(settings.source, FileSource)
+        # A fast answer over local files alone is kept while the files it read stay unchanged (answers.py); one
+        # with job logs beside them is not (their files are not in the proof).
+        self._answers: AnswerCache | None = None
+        if isinstance(settings.source, FileSource) and settings.source.cache.entries > 0 and settings.job_logs is None:
+            self._answers = AnswerCache()
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> KernelLogProvider:
@@ -266,9 +273,7 @@ class KernelLogProvider(Provider):
     def fast(self, request: AttributionRequest, deadline: Deadline, trace: TraceContext | None) -> AttributionOutcome:
         """Classify the kernel lines of the scope's nodes around `detected_at`."""
         state = {"v": SESSION_STATE_VERSION}
-        names = scope_names(request.scope.nodes)
-        nodes = names.nodes
-        if not nodes:
+        if not request.scope.nodes:
             return AttributionOutcome(
                 error=ProviderError(
                     ErrorType.INSUFFICIENT_TELEMETRY, "the scope names no nodes, so no kernel log was read"
@@ -283,7 +288,16 @@ class KernelLogProvider(Provider):
                 ),
                 session_state=state,
             )
-        collector = self.collect(names, window, deadline, trace)
+        answers = self._answers
+        key = None if answers is None else answers.key(request.scope.nodes, window)
+        if key is not None:
+            kept = answers.get(key)  # type: ignore[union-attr]
+            if kept is not None:
+                return AttributionOutcome(*kept, session_state=state)
+        names = scope_names(request.scope.nodes)
+        nodes = names.nodes
+        proof = None if key is None else Proof()
+        collector = self.collect(names, window, deadline, trace, proof)
         source = self.settings.source.evidence_source
         job = None
         if self.settings.job_logs is not None:
@@ -295,6 +309,8 @@ class KernelLogProvider(Provider):
                 job_logs = JobLogs({}, (f"the job logs could not be read ({exc}): no job-log evidence was used",))
             job = job_log_result(request, nodes, job_logs, oom_kills(collector, source), self.settings.max_evidence)
         outcome = attribute(nodes, collector, self.settings.max_evidence, source, job)
+        if proof is not None and not collector.unreadable_nodes and not collector.unreadable_combined:
+            answers.put(key, proof, (outcome.attributions, outcome.unattributed_targets, outcome.error))  # type: ignore[union-attr,arg-type]
         return AttributionOutcome(
             attributions=outcome.attributions,
             unattributed_targets=outcome.unattributed_targets,
@@ -303,11 +319,20 @@ class KernelLogProvider(Provider):
         )
 
     def collect(
-        self, nodes: Sequence[str] | NodeNames, window: Window, deadline: Deadline, trace: TraceContext | None
+        self,
+        nodes: Sequence[str] | NodeNames,
+        window: Window,
+        deadline: Deadline,
+        trace: TraceContext | None,
+        proof: Proof | None = None,
     ) -> Collector:
-        """Read the window's lines of `nodes` from the configured source (the benchmark calls this too)."""
+        """Read the window's lines of `nodes` from the configured source (the benchmark calls this too); with a
+        `proof` (the files source only), what was listed and read is recorded in it."""
         collector = Collector(nodes, window, zone=self.settings.time_zone)
-        self.settings.source.scan(collector, deadline, trace)
+        if proof is not None:
+            self.settings.source.scan(collector, deadline, trace, proof=proof)  # type: ignore[call-arg]
+        else:
+            self.settings.source.scan(collector, deadline, trace)
         collector.finish()
         return collector
 

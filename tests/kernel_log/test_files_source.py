@@ -170,7 +170,9 @@ def test_a_log_replaced_by_a_fifo_after_listing_breaks_only_itself(
     monkeypatch.setattr(
         FactCache,
         "listing",
-        lambda self, path, strict: [(n, p, d, f or n == "kern.log") for n, p, d, f in real_listing(self, path, strict)],
+        lambda self, path, strict, proof=None: [
+            (n, p, d, f or n == "kern.log") for n, p, d, f in real_listing(self, path, strict, proof)
+        ],
     )
     with caplog.at_level("WARNING", logger="attribution_adapter.kernel_log"):
         outcome = files_provider().fast(make_request(["worker-01", "worker-02"]), deadline(), None)

@@ -276,8 +276,8 @@ def test_a_corrupt_rotated_gz_and_a_vanished_file_break_only_themselves(
     vanished = write_lines(tmp_path / "logs" / "worker-03.log", [rsyslog(at(-2), "worker-03", xid(79))])
     real_plan = FileSource.plan
 
-    def plan(self: FileSource, collector):  # noqa: ANN001, ANN202 - the file is rotated away once it was listed
-        planned = real_plan(self, collector)
+    def plan(self: FileSource, collector, proof=None):  # noqa: ANN001, ANN202 - the file is rotated away once listed
+        planned = real_plan(self, collector, proof)
         vanished.unlink(missing_ok=True)
         return planned
 

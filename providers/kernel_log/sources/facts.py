@@ -1,6 +1,7 @@
 """What the `files` source keeps about files and folders between requests: directory listings and each file's
 facts (the binary search's probes and answers, a gzip file's first time), keyed by identity (device, inode, size,
-modification time); the facts of a plain file appended to carry over to its grown self (files.py reads them)."""
+modification time); the facts of a plain file appended to carry over to its grown self (files.py reads them). And
+the Proof of a scan: every folder listed and file read, by identity, for an answer kept while they stay unchanged."""
 
 from __future__ import annotations
 
@@ -23,6 +24,42 @@ CACHE_SEARCHES = 8
 #: a listing or a file modified less than this long ago is not cached: a change within one tick of a coarse
 #: file-system clock would leave its modification time unchanged
 CACHE_SETTLE_NS = 2_000_000_000
+
+
+class Proof:
+    """The folders a scan listed and the files it read, each with its identity (device, inode, size, modification
+    and change times): while `holds`, a scan of the same window would read the same bytes. A folder's times change
+    when an entry is added, removed or renamed; a file's change time at every write, truncation or chmod, and no
+    call sets it back. `sound` is False once anything was seen that these times cannot vouch for: a folder holding
+    a symbolic link (its target can change while the folder does not), or a folder or file changed less than
+    CACHE_SETTLE_NS ago (a change within one tick of a coarse file-system clock would leave its times unchanged)."""
+
+    __slots__ = ("items", "sound")
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, tuple[int, ...]]] = []
+        self.sound = True
+
+    def saw(self, path: str, st: os.stat_result) -> None:
+        """`path` was listed or read with status `st`."""
+        if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < CACHE_SETTLE_NS:
+            self.sound = False
+        self.items.append((path, _identity(st)))
+
+    def holds(self) -> bool:
+        """Every folder and file seen still has the identity it had (each looked up again by its path)."""
+        for path, identity in self.items:
+            try:
+                st = os.stat(path)
+            except OSError:
+                return False
+            if _identity(st) != identity:
+                return False
+        return True
+
+
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 @dataclass
@@ -85,14 +122,17 @@ class FactCache:
             while len(self._items) > self.entries:
                 self._items.popitem(last=False)
 
-    def listing(self, path: str, strict: bool) -> list[tuple[str, str, bool, bool]]:
+    def listing(self, path: str, strict: bool, proof: Proof | None = None) -> list[tuple[str, str, bool, bool]]:
         """(name, path, is_dir, is_file) of a directory's entries; `strict`: an entry that cannot be typed raises
-        OSError, else it is left out. Kept while the directory's own modification time and inode stay."""
+        OSError, else it is left out. Kept while the directory's own modification time and inode stay. The folder
+        is recorded in `proof`, if given."""
         st = os.stat(path)
+        if proof is not None:
+            proof.saw(path, st)
         sig = (st.st_dev, st.st_ino, st.st_mtime_ns, int(strict))
         cached = self._get(("dir", path), sig)
         if cached is not None:
-            return cached  # type: ignore[return-value]
+            return cached  # type: ignore[return-value]  # kept only when it held no link
         out: list[tuple[str, str, bool, bool]] = []
         links = False
         with os.scandir(path) as it:
@@ -105,6 +145,8 @@ class FactCache:
                         raise
         if not links:  # a link's target can change without the directory changing
             self._put(("dir", path), sig, st.st_mtime_ns, out)
+        elif proof is not None:
+            proof.sound = False
         return out
 
     def facts(self, path: str, st: os.stat_result, lineage: int = 0, valid: int = 0) -> FileFacts:

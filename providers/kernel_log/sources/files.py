@@ -47,7 +47,14 @@ from providers.kernel_log.sources.blocks import (
     lines_naming,
     sorted_stamps,
 )
-from providers.kernel_log.sources.facts import CACHE_ENTRIES, CACHE_PROBES, CACHE_SEARCHES, FactCache, FileFacts
+from providers.kernel_log.sources.facts import (
+    CACHE_ENTRIES,
+    CACHE_PROBES,
+    CACHE_SEARCHES,
+    FactCache,
+    FileFacts,
+    Proof,
+)
 
 log = logging.getLogger("attribution_adapter.kernel_log")
 
@@ -180,11 +187,12 @@ class FileSource:
 
     # ------------------------------------------------------------ layout
 
-    def plan(self, collector: Collector) -> list[tuple[str | None, list[LogFile]]]:
-        """The rotation groups to read: (forced node or None for combined files, files newest first)."""
+    def plan(self, collector: Collector, proof: Proof | None = None) -> list[tuple[str | None, list[LogFile]]]:
+        """The rotation groups to read: (forced node or None for combined files, files newest first). The folders
+        listed are recorded in `proof`, if given."""
         groups: dict[tuple[str, str | None, str], list[LogFile]] = {}
         try:
-            entries = self.cache.listing(str(self.root), strict=False)
+            entries = self.cache.listing(str(self.root), strict=False, proof=proof)
         except OSError as exc:
             raise ProviderProcessingError(
                 "the kernel log directory could not be read", kind=SourceFailure.UNREADABLE
@@ -195,7 +203,7 @@ class FileSource:
                 if node is None:
                     continue  # a host outside the scope: never opened
                 try:
-                    inner = self.cache.listing(path, strict=True)
+                    inner = self.cache.listing(path, strict=True, proof=proof)
                 except OSError:
                     log.warning("kernel log folder %s could not be read; skipped", name)
                     collector.mark_unreadable(node)
@@ -246,13 +254,18 @@ class FileSource:
 
     # ------------------------------------------------------------ reading
 
-    def scan(self, collector: Collector, deadline: Deadline, trace: TraceContext | None = None) -> None:
-        """Read the window of every planned file into the collector."""
-        for node, files in self.plan(collector):
-            self._read_group(node, files, collector, deadline)
+    def scan(
+        self, collector: Collector, deadline: Deadline, trace: TraceContext | None = None, proof: Proof | None = None
+    ) -> None:
+        """Read the window of every planned file into the collector; every folder listed and file read is recorded
+        in `proof`, if given."""
+        for node, files in self.plan(collector, proof):
+            self._read_group(node, files, collector, deadline, proof)
         collector.finish()
 
-    def _read_group(self, node: str | None, files: list[LogFile], collector: Collector, deadline: Deadline) -> None:
+    def _read_group(
+        self, node: str | None, files: list[LogFile], collector: Collector, deadline: Deadline, proof: Proof | None
+    ) -> None:
         lo = shifted(collector.window.start, -ORDER_SLACK)
         hi = shifted(collector.window.end, ORDER_SLACK)
         newer_first: datetime | None = None  # first line time of the next newer file of the rotation
@@ -261,7 +274,7 @@ class FileSource:
             # File times are not used: copies and checkouts reset them; the lines' own times decide.
             if newer_first is not None and newer_first < lo:
                 break  # everything in this and older files precedes the newer file's first line
-            reader = _Reader(collector, node, log_file.origin, hi, deadline)
+            reader = _Reader(collector, node, log_file.origin, hi, deadline, proof)
             if not self.by_stamps:
                 reader._shape = False
             elif node is None:  # a combined file: only lines that can be the scope's hosts' are parsed
@@ -302,8 +315,17 @@ class _BlockPlace:
 class _Reader:
     """Reads one file into the collector: its lines, their continuations, and where the window lies."""
 
-    def __init__(self, collector: Collector, node: str | None, origin: str, hi: datetime, deadline: Deadline) -> None:
+    def __init__(
+        self,
+        collector: Collector,
+        node: str | None,
+        origin: str,
+        hi: datetime,
+        deadline: Deadline,
+        proof: Proof | None = None,
+    ) -> None:
         self.collector = collector
+        self.proof = proof
         self.node = node
         self.origin = origin
         self.hi = hi
@@ -324,7 +346,10 @@ class _Reader:
         # A gzip stream cannot seek: look at its first line, skip it when it starts after the window, else
         # stream it from the top and stop past the window's end.
         with open(path, "rb") as raw:
-            facts = cache.facts(path, os.fstat(raw.fileno()))
+            st = os.fstat(raw.fileno())
+            if self.proof is not None:
+                self.proof.saw(path, st)
+            facts = cache.facts(path, st)
             known = facts.gz_first
             if known is not None and (known[2] is None or known[2] == self.ctx):
                 first, unknown, _ = known
@@ -353,6 +378,8 @@ class _Reader:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 raise OSError(errno.EINVAL, "not a regular file", path)
+            if self.proof is not None:
+                self.proof.saw(path, st)
             size = st.st_size
             if size == 0:
                 return None
