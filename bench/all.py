@@ -3,7 +3,8 @@ request over HTTP, the workers' peak memory, then the provider benchmarks.
 
 1. Throughput: wrk (2 threads, 16 connections, `--seconds` each) POSTs the README's request to
    - a bare Flask JSON endpoint (bench/bare_app.py: parse the body, answer a fixed small JSON),
-   - the Adapter with `kernel_log` on a one-line kernel log, and on the sample logs in conf/samples,
+   - the Adapter with `kernel_log` on a one-line kernel log (the same request repeated, then on the same server a new
+     failure time in every request, so that no kept answer serves it), and on the sample logs in conf/samples,
    - the Adapter with `fact` talking HTTP to a local stub backend (bench/fact_stub.py),
    - the Adapter with the instant fake provider (what the Adapter itself costs),
    every server started by `gunicorn -c conf/gunicorn.conf.py` on 127.0.0.1 (the project's settings: the same
@@ -65,14 +66,34 @@ def start(app: str, env: dict[str, str], log: Path, workers: int, threads: int) 
     return server
 
 
-def wrk(url: str, body: bytes, seconds: float, scripts: Path) -> dict[str, float]:
-    """wrk -t2 -c16 POSTing `body`: requests/s, latency percentiles (ms) and the count of non-2xx answers."""
+#: in the README's request, the failure time a varied body replaces (with fractions of a second after it)
+DETECTED_AT = b'"2026-09-09T12:00:00Z"'
+
+
+def wrk(url: str, body: bytes, seconds: float, scripts: Path, vary: bool = False) -> dict[str, float]:
+    """wrk -t2 -c16 POSTing `body`: requests/s, latency percentiles (ms) and the count of non-2xx answers.
+
+    `vary`: every request has its own failure time (12:00:00 and a distinct count of microseconds after it, per wrk
+    thread and request), so no two ask the same question and no answer kept for a repeated request is used.
+    """
     script = scripts / "post.lua"
-    script.write_text(
-        "wrk.method = 'POST'\n"
-        f"wrk.body = {json.dumps(body.decode())}\n"
-        "wrk.headers['Content-Type'] = 'application/json'\n"
-    )
+    lines = ["wrk.method = 'POST'", "wrk.headers['Content-Type'] = 'application/json'"]
+    if vary:
+        head, tail = body.split(DETECTED_AT)
+        lines += [
+            f"head, tail = {json.dumps(head.decode())}, {json.dumps(tail.decode())}",
+            "threads = 0",
+            "function setup(thread) thread:set('first', threads * 1000000); threads = threads + 1 end",
+            "function init(args) n = first end",
+            "function request()",
+            "  n = n + 1",
+            "  local at = string.format('\"2026-09-09T12:00:%02d.%06dZ\"', math.floor(n / 1000000) % 60, n % 1000000)",
+            "  return wrk.format(nil, nil, nil, head .. at .. tail)",
+            "end",
+        ]
+    else:
+        lines.append(f"wrk.body = {json.dumps(body.decode())}")
+    script.write_text("\n".join(lines) + "\n")
     args = ["wrk", "-t2", "-c16", f"-d{seconds:g}s", "--latency", "-s", str(script), url + "/v1/attribution"]
     out = subprocess.run(args, capture_output=True, text=True, timeout=seconds + 60, check=True).stdout
     figures = {"rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))}
@@ -231,6 +252,17 @@ def main() -> None:
                 flush=True,
             )
             rows[name] = kind
+            if name == "kernel_log, one-line log":
+                # The same server, no request repeated: every answer comes from a scan (answers.py keeps none).
+                varied = wrk(server.url, body, args.seconds, work, vary=True)
+                extra = f", {int(varied['non2xx'])} non-2xx" if varied["non2xx"] else ""
+                one = answer_kind(server.port, body.replace(DETECTED_AT, b'"2026-09-09T12:00:00.000001Z"'))
+                print(
+                    f"   {'  the same, a new window each':28s} {varied['rps']:8.0f} {varied['rps'] / bare_rps:6.2f}x "
+                    f"{varied.get('p50', 0):7.2f} {varied.get('p99', 0):7.2f}  "
+                    f"{one}{extra}",
+                    flush=True,
+                )
             if name in ("kernel_log, one-line log", "instant fake provider"):
                 line = maximal(server.port, big, args.max_requests)
                 rss = "/".join(f"{mib:.0f}" for mib in peak_rss_mib(server)) + " MiB"
