@@ -1,11 +1,14 @@
 """The contract guard: every provider answer is checked against docs/contract.md before any of it reaches a caller.
 
 An answer that breaks the contract is never passed through, not even in part: the caller gets `service_error`.
+A checked part that needed no normalising is passed on as the object the provider made when it is of the exact
+frozen type (not a subclass, which could compute its fields): such an object cannot change afterwards.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 import re
 from collections.abc import Mapping
 from dataclasses import replace
@@ -103,11 +106,11 @@ def _evidence(item: object, what: str) -> Evidence:
     if not isinstance(item.message, str):
         raise ContractViolation(f"{what}.message is not a string")
     observed_at = None if item.observed_at is None else _utc(item.observed_at, f"{what}.observed_at")
-    return Evidence(
-        source=_token(item.source, f"{what}.source"),
-        message=cut_text(item.message, MAX_EVIDENCE_MESSAGE),
-        observed_at=observed_at,
-    )
+    source = _token(item.source, f"{what}.source")
+    message = cut_text(item.message, MAX_EVIDENCE_MESSAGE)
+    if type(item) is Evidence and observed_at is item.observed_at and message is item.message:
+        return item
+    return Evidence(source=source, message=message, observed_at=observed_at)
 
 
 def _finding(finding: object, scope_nodes: frozenset[str], what: str) -> Finding:
@@ -123,11 +126,23 @@ def _finding(finding: object, scope_nodes: frozenset[str], what: str) -> Finding
         type(confidence) not in (int, float) or not math.isfinite(confidence) or not 0 <= confidence <= 1
     ):
         raise ContractViolation(f"{what}.confidence is not a number in 0..1")
+    target = _target(finding.target, scope_nodes, f"{what}.target")
+    category = _token(finding.error_category, f"{what}.error_category")
+    observed_at = _utc(finding.observed_at, f"{what}.observed_at")
+    checked = tuple(_evidence(item, f"{what}.evidence[{i}]") for i, item in enumerate(evidence))
+    if (
+        type(finding) is Finding
+        and type(evidence) is tuple
+        and observed_at is finding.observed_at
+        and (confidence is None or type(confidence) is float)
+        and all(map(operator.is_, checked, evidence))
+    ):
+        return finding
     return Finding(
-        target=_target(finding.target, scope_nodes, f"{what}.target"),
-        error_category=_token(finding.error_category, f"{what}.error_category"),
-        observed_at=_utc(finding.observed_at, f"{what}.observed_at"),
-        evidence=tuple(_evidence(item, f"{what}.evidence[{i}]") for i, item in enumerate(evidence)),
+        target=target,
+        error_category=category,
+        observed_at=observed_at,
+        evidence=checked,
         confidence=None if confidence is None else float(confidence),
     )
 
@@ -139,7 +154,10 @@ def _error(error: object) -> ProviderError | None:
         raise ContractViolation("error is not a ProviderError with a public type")
     if not isinstance(error.message, str):
         raise ContractViolation("error.message is not a string")
-    return ProviderError(error.type, public_message(error.message, error.type.value.replace("_", " ")))
+    message = public_message(error.message, error.type.value.replace("_", " "))
+    if type(error) is ProviderError and type(error.type) is ErrorType and message == error.message:
+        return error
+    return ProviderError(error.type, message)
 
 
 def check_outcome(outcome: object, scope: Scope) -> AttributionOutcome:
@@ -172,4 +190,12 @@ def check_outcome(outcome: object, scope: Scope) -> AttributionOutcome:
         isinstance(k, str) and type(v) in (str, int) for k, v in state.items()
     ):
         raise ContractViolation("session_state is not a mapping of strings to strings or integers")
+    if (
+        type(outcome) is AttributionOutcome
+        and type(outcome.attributions) is tuple
+        and unattributed is outcome.unattributed_targets
+        and error is outcome.error
+        and all(map(operator.is_, findings, outcome.attributions))
+    ):
+        return outcome
     return replace(outcome, attributions=findings, unattributed_targets=unattributed, error=error)

@@ -248,3 +248,26 @@ def test_provider_error_message_is_reduced_to_one_short_line(text):
 def test_provider_error_with_an_empty_message_gets_one():
     body = check_200(_ask(outcome(error=ProviderError(ErrorType.INSUFFICIENT_TELEMETRY, ""))))
     assert body["error"]["type"] == "insufficient_telemetry" and body["error"]["message"].strip()
+
+
+class _Shifting(Evidence):
+    """Evidence whose message is computed at every read: a short text for the first reads, then a long one."""
+
+    reads = 0
+
+    @property  # type: ignore[override]
+    def message(self) -> str:
+        type(self).reads += 1
+        return "short text" if type(self).reads <= 3 else "y" * 5000
+
+    @message.setter
+    def message(self, _: str) -> None:
+        pass
+
+
+def test_an_evidence_subclass_computing_its_fields_is_passed_as_plain_evidence_with_the_checked_value():
+    # The guard passes on a provider's own object only when it is of the exact frozen type: a subclass could give
+    # a value other than the one checked when the answer is written.
+    _Shifting.reads = 0
+    body = check_200(_ask(outcome(finding(evidence=(_Shifting("syslog", "ignored"),)))))
+    assert body["attributions"][0]["evidence"][0]["message"] == "short text"
