@@ -34,15 +34,16 @@ class Proof:
     a symbolic link (its target can change while the folder does not), or a folder or file changed less than
     CACHE_SETTLE_NS ago (a change within one tick of a coarse file-system clock would leave its times unchanged)."""
 
-    __slots__ = ("items", "sound")
+    __slots__ = ("items", "sound", "_settled")
 
     def __init__(self) -> None:
         self.items: list[tuple[str, tuple[int, ...]]] = []
         self.sound = True
+        self._settled = time.time_ns() - CACHE_SETTLE_NS  # changed after this: not settled
 
     def saw(self, path: str, st: os.stat_result) -> None:
         """`path` was listed or read with status `st`."""
-        if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < CACHE_SETTLE_NS:
+        if st.st_mtime_ns > self._settled or st.st_ctime_ns > self._settled:
             self.sound = False
         self.items.append((path, _identity(st)))
 

@@ -652,7 +652,7 @@ class _Shape:
             local = bound.astimezone(zone)
             if not 1000 <= local.year <= 9999:
                 return False
-            text = f"{local:%Y-%m-%d}{sep.decode()}{local:%H:%M:%S}"
+            text = local.isoformat(sep.decode(), "seconds")[:19]  # the date, `sep` and the time of day
             if digits:
                 text += fsep.decode() + f"{local.microsecond:06d}"[:digits]
             keys.append((text + offset.decode()).encode())
