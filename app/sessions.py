@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import hmac
 import json
@@ -32,6 +33,7 @@ _CHECK_CONTEXT = b"attribution-adapter session v1\n"
 #: what `json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True)` builds for every call, once
 _PAYLOAD_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 _SIGNED_CHECK_BYTES = 16
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
 class InvalidSession(Exception):
@@ -116,7 +118,13 @@ def _well_formed(payload: object) -> bool:
 
 def _binding(request: AttributionRequest) -> str:
     context = request.workload_context
-    bound = json.dumps([request.workload_id, context.workflow_id, context.attempt_index], ensure_ascii=True)
+    return _bound(request.workload_id, context.workflow_id, context.attempt_index)
+
+
+@functools.lru_cache(maxsize=256)
+def _bound(workload_id: str, workflow_id: str, attempt_index: int) -> str:
+    """The digest binding an id to one workload attempt (a pure function: the same workload, the same digest)."""
+    bound = json.dumps([workload_id, workflow_id, attempt_index], ensure_ascii=True)
     return _b64(hashlib.sha256(bound.encode()).digest()[:18])
 
 
@@ -131,7 +139,8 @@ def _signed_check(secret: str, raw: bytes) -> bytes:
 
 
 def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+    """Unpadded base64url (what `base64.urlsafe_b64encode` gives, its padding stripped)."""
+    return binascii.b2a_base64(data, newline=False).translate(_URLSAFE).rstrip(b"=").decode("ascii")
 
 
 def _unb64(text: str) -> bytes:

@@ -180,17 +180,12 @@ def object_keys(payload: dict[str, Any]) -> int:
 def string_colons(payload: dict[str, Any]) -> int:
     """How many `:` the strings of a payload that `fast_load` accepted hold (its keys, the schema's names, hold none).
 
-    In such a payload every list is either all strings (the nodes) or all integers (the ranks).
+    Such a payload has four objects (the top, `scope`, `failure_context`, `workload_context`) whose values are
+    scalars, these objects, or the two scope lists: `nodes` all strings, `ranks` all integers.
     """
-
-    def colons(value: Any) -> int:
-        kind = type(value)
-        if kind is str:
-            return value.count(":")
-        if kind is dict:
-            return sum(map(colons, value.values()))
-        if kind is list and value and type(value[0]) is str:
-            return "".join(value).count(":")
-        return 0
-
-    return colons(payload)
+    count = "".join(payload["scope"]["nodes"]).count(":")
+    for part in (payload, payload["scope"], payload["failure_context"], payload["workload_context"]):
+        for value in part.values():
+            if type(value) is str:
+                count += value.count(":")
+    return count
