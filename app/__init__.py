@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import FunctionType
@@ -13,7 +12,7 @@ from typing import Any
 from flask import Flask, Response, g, request
 
 from app.jsoncodec import OrjsonProvider
-from app.logs import LOGGER, request_id_var
+from app.logs import LOGGER, new_request_id, request_id_var
 from app.metrics import AdapterMetrics
 from app.service import AttributionService
 from app.sessions import SessionCodec
@@ -75,7 +74,7 @@ def register_request_context(app: Flask, provider_name: str, metrics: AdapterMet
     def _start() -> None:
         ctx = g._get_current_object()  # type: ignore[attr-defined]
         ctx.started_monotonic = time.monotonic()
-        ctx.request_id = uuid.uuid4().hex
+        ctx.request_id = new_request_id()
         # Every line logged while this request is served carries its id (app.logs.RequestIdFilter).
         ctx.request_id_token = request_id_var.set(ctx.request_id)
         metrics.request_started()
@@ -86,7 +85,7 @@ def register_request_context(app: Flask, provider_name: str, metrics: AdapterMet
         ctx = g._get_current_object()  # type: ignore[attr-defined]
         request_id = ctx.get("request_id")
         if request_id is None:  # failed before before_request ran
-            request_id = ctx.request_id = uuid.uuid4().hex
+            request_id = ctx.request_id = new_request_id()
         response.headers["X-Request-ID"] = request_id
         status = response.status_code
         req = request._get_current_object()  # type: ignore[attr-defined]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from contextvars import ContextVar
 from datetime import datetime, timezone
 from typing import Any
@@ -18,6 +19,14 @@ LOGGER = "attribution_adapter"
 
 #: the id of the request being served in this context; the provider's pool thread runs in a copy of the context
 request_id_var: ContextVar[str | None] = ContextVar("attribution_request_id", default=None)
+
+
+def new_request_id() -> str:
+    """A random version-4 UUID as 32 hex digits: what `uuid.uuid4().hex` gives, without building a UUID object."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40  # version 4
+    raw[8] = raw[8] & 0x3F | 0x80  # the RFC 4122 variant
+    return raw.hex()
 
 
 class RequestIdFilter(logging.Filter):

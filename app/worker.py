@@ -25,7 +25,6 @@ import json
 import re
 import selectors
 import time
-import uuid
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -36,6 +35,7 @@ from gunicorn.workers.gthread import TConn, ThreadWorker
 from prometheus_client import Counter
 
 from app.body import HeldBody
+from app.logs import new_request_id
 from app.settings import ServerSettings, Settings, SettingsError
 
 # gunicorn's own parser limits (limit_request_line, limit_request_field_size, limit_request_fields defaults):
@@ -443,7 +443,7 @@ class AdapterWorker(ThreadWorker):
     def _refuse(self, state: Reading, refusal: Refusal) -> None:
         if refusal.reason == "method":
             self._unknown_method(refusal)
-        request_id = uuid.uuid4().hex
+        request_id = new_request_id()
         REFUSED.labels(reason=refusal.reason).inc()
         self.log.warning(
             "refused: %d %s (reason=%s, request_id=%s)", refusal.status, refusal.detail, refusal.reason, request_id
@@ -522,7 +522,7 @@ class AdapterWorker(ThreadWorker):
 
     def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
         status = _parser_status(exc)
-        request_id = uuid.uuid4().hex
+        request_id = new_request_id()
         if status < 500:
             REFUSED.labels(reason="parser").inc()
             self.log.warning("refused by the parser: %d %s (request_id=%s)", status, exc, request_id)

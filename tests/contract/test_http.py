@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 
@@ -237,6 +238,8 @@ def test_request_id_on_every_response_and_unique(client, provider):
     ids = [r.headers.get("X-Request-ID") for r in responses]
     assert all(isinstance(i, str) and i for i in ids), ids
     assert len(set(ids)) == len(ids)
+    # Each a random (version 4) UUID written as 32 hex digits.
+    assert all(uuid.UUID(hex=i).hex == i and uuid.UUID(hex=i).version == 4 for i in ids), ids
 
 
 def test_request_id_is_unique_per_request_and_equals_the_body(client):
