@@ -17,11 +17,14 @@ from providers.kernel_log.collect import Window
 from providers.kernel_log.sources.facts import Proof
 
 #: answers kept (least recently used dropped first)
-ANSWER_ENTRIES = 256
+ANSWER_ENTRIES = 128
 #: a scope of more nodes is not kept (its key alone would hold every name)
 MAX_KEPT_NODES = 64
-#: a scan that listed and read more folders and files than this is not kept
-MAX_PROOF_ITEMS = 1024
+#: an answer whose key, proof and findings take more than about this many bytes is not kept: with ANSWER_ENTRIES,
+#: the kept answers hold at most about 8 MiB
+MAX_ANSWER_BYTES = 64 * 1024
+#: what an item of a proof, a finding, an evidence item or a target is counted, besides its texts
+ITEM_BYTES = 256
 
 Answer = tuple[tuple[Finding, ...], tuple[Target, ...], ProviderError | None]
 
@@ -57,10 +60,19 @@ class AnswerCache:
         return answer
 
     def put(self, key: tuple[tuple[str, ...], Window], proof: Proof, answer: Answer) -> None:
-        if not proof.sound or len(proof.items) > MAX_PROOF_ITEMS:
+        if not proof.sound or _size(key, proof, answer) > MAX_ANSWER_BYTES:
             return
         with self._lock:
             self._items[key] = (proof, answer)
             self._items.move_to_end(key)
             while len(self._items) > self.entries:
                 self._items.popitem(last=False)
+
+
+def _size(key: tuple[tuple[str, ...], Window], proof: Proof, answer: Answer) -> int:
+    """About how many bytes an answer kept under `key` holds: its texts, and ITEM_BYTES for each item."""
+    findings, targets, error = answer
+    size = sum(map(len, key[0])) + ITEM_BYTES * (len(key[0]) + len(proof.items) + len(findings) + len(targets))
+    size += sum(len(path) for path, _ in proof.items)
+    size += sum(len(e.message) + ITEM_BYTES for f in findings for e in f.evidence)
+    return size + (0 if error is None else len(error.message))

@@ -182,3 +182,6 @@ def test_kept_answers_are_bounded(
     # A scope of more than MAX_KEPT_NODES nodes is not kept at all (its key would hold every name).
     many = [f"worker-{i:02d}" for i in range(1, answers.MAX_KEPT_NODES + 2)]
     assert _ask(client, nodes=many) == _ask(client, nodes=many) and len(scans) == 6
+    # Nor an answer larger than MAX_ANSWER_BYTES (its evidence texts, the files it read, its targets).
+    monkeypatch.setattr(answers, "MAX_ANSWER_BYTES", 1024)
+    assert _ask(client, detected=at(3)) == _ask(client, detected=at(3)) and len(scans) == 8
