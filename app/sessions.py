@@ -61,15 +61,19 @@ class SessionCodec:
         return [_signed_check(secret, raw) for secret in self.secrets]
 
     def issue(self, request: AttributionRequest, state: Mapping[str, str | int], now: float | None = None) -> str:
-        payload = {
-            "b": _binding(request),
-            "n": _b64(secrets.token_bytes(6)),  # two fasts in the same second still get distinct ids
-            "p": self.provider,
-            "s": dict(state),
-            "t": int(time.time() if now is None else now),
-        }
-        raw = _PAYLOAD_JSON.encode(payload).encode()
-        session_id = f"{PREFIX}.{_b64(raw)}.{_b64(self._checks(raw)[0])}"
+        nonce = _b64(secrets.token_bytes(6))  # two fasts in the same second still get distinct ids
+        issued_at = int(time.time() if now is None else now)
+        # The bytes `_PAYLOAD_JSON.encode({"b": ..., "n": ..., "p": ..., "s": ..., "t": ...})` writes (keys sorted),
+        # with the two base64url texts, which need no escape, written as they are.
+        raw = b'{"b":"%s","n":"%s","p":%s,"s":%s,"t":%d}' % (
+            _binding(request).encode(),
+            nonce.encode(),
+            _json_text(self.provider),
+            _PAYLOAD_JSON.encode(dict(state)).encode(),
+            issued_at,
+        )
+        check = _check(raw) if not self.secrets else _signed_check(self.secrets[0], raw)  # the first secret signs
+        session_id = f"{PREFIX}.{_b64(raw)}.{_b64(check)}"
         if len(session_id) > MAX_LENGTH:
             raise SessionTooLarge(f"session id would be {len(session_id)} characters")
         return session_id
@@ -126,6 +130,11 @@ def _bound(workload_id: str, workflow_id: str, attempt_index: int) -> str:
     """The digest binding an id to one workload attempt (a pure function: the same workload, the same digest)."""
     bound = json.dumps([workload_id, workflow_id, attempt_index], ensure_ascii=True)
     return _b64(hashlib.sha256(bound.encode()).digest()[:18])
+
+
+@functools.lru_cache(maxsize=16)
+def _json_text(text: str) -> bytes:
+    return _PAYLOAD_JSON.encode(text).encode()
 
 
 def _check(raw: bytes) -> bytes:

@@ -382,3 +382,20 @@ def test_fast_provider_is_called_once_per_fast():
     client = make_client(provider)
     _fast(client)
     assert [c[0] for c in provider.calls] == ["fast"]
+
+
+@pytest.mark.parametrize(
+    "state",
+    [{}, {"v": 1}, {"z": "last", "a": "first"}, {"k": "\u00e9\u8282\U0001f600"}, {"q": 'a "quoted" \\ back\nslash'},
+     {"n": -(2**70)}, {"provider": "x", "é": 0}],
+)  # fmt: skip
+@pytest.mark.parametrize("provider_name", ["fake", "f\u00e4ke \"q\""])
+def test_a_session_payload_is_the_canonical_json_of_its_fields(state, provider_name):
+    """An id's payload is exactly `json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True)`:
+    the same bytes for the same fields, whichever version of the service issued them."""
+    provider = _state_provider(state, name=provider_name)
+    session_id = _fast(make_client(provider))
+    payload = base64.urlsafe_b64decode(session_id.split(".")[1] + "==")
+    fields = json.loads(payload)
+    assert fields["s"] == state and fields["p"] == provider_name
+    assert payload == json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
