@@ -9,12 +9,15 @@ request over HTTP, the workers' peak memory, then the provider benchmarks.
    - the Adapter with the instant fake provider (what the Adapter itself costs),
    every server started by `gunicorn -c conf/gunicorn.conf.py` on 127.0.0.1 (the project's settings: the same
    worker class, workers, threads and keep-alive for all) and stopped by its PID. Printed as ratios to bare Flask.
+   The bare endpoint and `kernel_log` on the one-line log (the goal's two figures) run side by side and are measured
+   in turn for `--rounds` rounds; each of their rows is the round of median req/s, so a drift of the machine's speed
+   during the run (a shared host's) weighs on both alike.
 2. The maximal request (16,384 nodes, 262,144 ranks, just under the 4 MiB body limit) over HTTP, one at a time:
    median and p90 of `--max-requests` requests, with `kernel_log` on the one-line log and with the fake.
 3. Peak RSS (VmHWM) of each Adapter's workers after its runs.
 4. `bench/kernel_log_scan.py --quick` and `bench/loki_scope.py` (when present), run as they are.
 
-    .venv/bin/python bench/all.py [--seconds 10] [--max-requests 30] [--skip-providers]
+    .venv/bin/python bench/all.py [--seconds 10] [--rounds 3] [--max-requests 30] [--skip-providers]
 
 wrk must be installed (Debian/Ubuntu: `apt-get install wrk`). The goals printed beside the figures: throughput with
 `kernel_log` on a small log at least 0.8x the bare endpoint; the maximal request at most 50 ms median.
@@ -174,6 +177,19 @@ def maximal(port: int, body: bytes, n: int) -> str:
     )
 
 
+def rss(server: Server) -> str:
+    return "/".join(f"{mib:.0f}" for mib in peak_rss_mib(server)) + " MiB"
+
+
+def print_row(name: str, figures: dict[str, float], bare_rps: float, rest: str) -> None:
+    extra = f", {int(figures['non2xx'])} non-2xx" if figures["non2xx"] else ""
+    print(
+        f"   {name:28s} {figures['rps']:8.0f} {figures['rps'] / bare_rps:6.2f}x {figures.get('p50', 0):7.2f} "
+        f"{figures.get('p99', 0):7.2f}  {rest}{extra}",
+        flush=True,
+    )
+
+
 def run_script(args: list[str]) -> None:
     print(f"\n$ {' '.join(args)}", flush=True)
     done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=1800)
@@ -186,6 +202,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="wrk duration of each throughput run")
     parser.add_argument("--max-requests", type=int, default=30, help="maximal requests measured one at a time")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the bare and one-line-log throughput runs")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--skip-providers", action="store_true", help="leave out the provider benchmarks (part 4)")
@@ -218,55 +235,60 @@ def main() -> None:
     ]
     print(f"\n1. throughput: wrk -t2 -c16 -d{args.seconds:g}s, the README's request, {args.workers} workers x "
           f"{args.threads} threads, logs at warning  (server logs in {work})")  # fmt: skip
+    print(f"   the first three rows: {args.rounds} rounds taken in turn on servers running side by side, each row the "
+          f"round of median req/s (the others' req/s in brackets); the rest one run each")  # fmt: skip
     print(f"   {'server':28s} {'req/s':>8s} {'x bare':>7s} {'p50 ms':>7s} {'p99 ms':>7s}  answer / peak RSS per worker")
-    bare_rps = None
-    rows: dict[str, str] = {}
     big = maximal_body()
     maximal_rows: list[str] = []
-    for name, app, env in setups:
+    servers: dict[str, Server] = {}
+    try:
+        # The goal's ratio: the bare endpoint and kernel_log on the one-line log measured in turn, round after round,
+        # so that a drift of the machine's speed during the run weighs on both alike.
+        for name, app, env in setups[:2]:
+            servers[name] = start(app, {**quiet, **env}, work / f"{len(servers)}.log", args.workers, args.threads)
+        bare, kernel = (servers[name] for name, _, _ in setups[:2])
+        runs: dict[str, list[dict[str, float]]] = {"bare": [], "same": [], "vary": []}
+        for _ in range(args.rounds):
+            runs["bare"].append(wrk(bare.url, body, args.seconds, work))
+            runs["same"].append(wrk(kernel.url, body, args.seconds, work))
+            runs["vary"].append(wrk(kernel.url, body, args.seconds, work, vary=True))
+        median = {key: sorted(got, key=lambda f: f["rps"])[len(got) // 2] for key, got in runs.items()}
+        bare_rps = median["bare"]["rps"]
+        others = {key: "/".join(f"{f['rps']:.0f}" for f in got if f is not median[key]) for key, got in runs.items()}
+        ratio = median["same"]["rps"] / bare_rps
+        goal = f"  goal >= {GOAL_THROUGHPUT}x: {'meets' if ratio >= GOAL_THROUGHPUT else 'misses'}"
+        varied_body = body.replace(DETECTED_AT, b'"2026-09-09T12:00:00.000001Z"')
+        rows = [
+            ("bare Flask endpoint", "bare", "fixed answer", bare, ""),
+            ("kernel_log, one-line log", "same", answer_kind(kernel.port, body), kernel, goal),
+            # The same server, no request repeated: every answer comes from a scan (answers.py keeps none).
+            ("  the same, a new window each", "vary", answer_kind(kernel.port, varied_body), kernel, ""),
+        ]
+        for name, key, kind, server, note in rows:
+            print_row(name, median[key], bare_rps, f"{kind} / {rss(server)}{note} [{others[key] or '-'}]")
+        maximal_rows.append(f"   {setups[1][0]:28s} {maximal(kernel.port, big, args.max_requests)}; "
+                            f"peak RSS per worker after it {rss(kernel)}")  # fmt: skip
+    finally:
+        for server in servers.values():
+            server.stop()
+    for name, app, env in setups[2:]:
         stub = None
         try:
             if name.startswith("fact"):
                 stub = start("bench.fact_stub:app", {}, work / "fact-stub.log", args.workers, args.threads)
                 env = {**env, "ATTRIBUTION_FACT_ENDPOINT": stub.url, "PYTHONPATH": f"{FACT_CLIENT}:{ROOT}"}
-            server = start(app, {**quiet, **env}, work / f"{len(rows)}.log", args.workers, args.threads)
+            server = start(app, {**quiet, **env}, work / f"{name.split(',')[0]}.log", args.workers, args.threads)
         except SystemExit as exc:
             print(f"   {name:28s} not started: {exc}")
             if stub is not None:
                 stub.stop()
             continue
         try:
-            kind = answer_kind(server.port, body) if app == "wsgi:app" else "fixed answer"
-            figures = wrk(server.url, body, args.seconds, work)
-            if bare_rps is None:
-                bare_rps = figures["rps"]
-            ratio = figures["rps"] / bare_rps
-            goal = ""
-            if name == "kernel_log, one-line log":
-                goal = f"  goal >= {GOAL_THROUGHPUT}x: {'meets' if ratio >= GOAL_THROUGHPUT else 'misses'}"
-            extra = f", {int(figures['non2xx'])} non-2xx" if figures["non2xx"] else ""
-            rss = "/".join(f"{mib:.0f}" for mib in peak_rss_mib(server)) + " MiB"
-            print(
-                f"   {name:28s} {figures['rps']:8.0f} {ratio:6.2f}x {figures.get('p50', 0):7.2f} "
-                f"{figures.get('p99', 0):7.2f}  {kind}{extra} / {rss}{goal}",
-                flush=True,
-            )
-            rows[name] = kind
-            if name == "kernel_log, one-line log":
-                # The same server, no request repeated: every answer comes from a scan (answers.py keeps none).
-                varied = wrk(server.url, body, args.seconds, work, vary=True)
-                extra = f", {int(varied['non2xx'])} non-2xx" if varied["non2xx"] else ""
-                one = answer_kind(server.port, body.replace(DETECTED_AT, b'"2026-09-09T12:00:00.000001Z"'))
-                print(
-                    f"   {'  the same, a new window each':28s} {varied['rps']:8.0f} {varied['rps'] / bare_rps:6.2f}x "
-                    f"{varied.get('p50', 0):7.2f} {varied.get('p99', 0):7.2f}  "
-                    f"{one}{extra}",
-                    flush=True,
-                )
-            if name in ("kernel_log, one-line log", "instant fake provider"):
-                line = maximal(server.port, big, args.max_requests)
-                rss = "/".join(f"{mib:.0f}" for mib in peak_rss_mib(server)) + " MiB"
-                maximal_rows.append(f"   {name:28s} {line}; peak RSS per worker after it {rss}")
+            kind = answer_kind(server.port, body)
+            print_row(name, wrk(server.url, body, args.seconds, work), bare_rps, f"{kind} / {rss(server)}")
+            if name == "instant fake provider":
+                maximal_rows.append(f"   {name:28s} {maximal(server.port, big, args.max_requests)}; "
+                                    f"peak RSS per worker after it {rss(server)}")  # fmt: skip
         finally:
             server.stop()
             if stub is not None:
