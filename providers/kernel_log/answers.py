@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from datetime import datetime
 
 from providers.base import Finding, ProviderError, Target
 from providers.kernel_log.collect import Window
@@ -27,23 +28,25 @@ MAX_ANSWER_BYTES = 64 * 1024
 ITEM_BYTES = 256
 
 Answer = tuple[tuple[Finding, ...], tuple[Target, ...], ProviderError | None]
+#: the scope's nodes and the window's start and end
+Key = tuple[tuple[str, ...], datetime, datetime]
 
 
 class AnswerCache:
-    """(scope nodes, window) -> (Proof, answer); thread-safe, bounded by ANSWER_ENTRIES."""
+    """(scope nodes, window start, window end) -> (Proof, answer); thread-safe, bounded by ANSWER_ENTRIES."""
 
     def __init__(self, entries: int | None = None) -> None:
         self.entries = ANSWER_ENTRIES if entries is None else entries
-        self._items: OrderedDict[tuple[tuple[str, ...], Window], tuple[Proof, Answer]] = OrderedDict()
+        self._items: OrderedDict[Key, tuple[Proof, Answer]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def key(self, nodes: Sequence[str], window: Window) -> tuple[tuple[str, ...], Window] | None:
+    def key(self, nodes: Sequence[str], window: Window) -> Key | None:
         """The key of a scope's answer, or None when an answer over this many nodes is not kept."""
         if self.entries <= 0 or len(nodes) > MAX_KEPT_NODES:
             return None
-        return (tuple(nodes), window)
+        return (tuple(nodes), window.start, window.end)
 
-    def get(self, key: tuple[tuple[str, ...], Window]) -> Answer | None:
+    def get(self, key: Key) -> Answer | None:
         with self._lock:
             item = self._items.get(key)
         if item is None:
@@ -59,7 +62,7 @@ class AnswerCache:
                 self._items.move_to_end(key)
         return answer
 
-    def put(self, key: tuple[tuple[str, ...], Window], proof: Proof, answer: Answer) -> None:
+    def put(self, key: Key, proof: Proof, answer: Answer) -> None:
         if not proof.sound or _size(key, proof, answer) > MAX_ANSWER_BYTES:
             return
         with self._lock:
@@ -69,7 +72,7 @@ class AnswerCache:
                 self._items.popitem(last=False)
 
 
-def _size(key: tuple[tuple[str, ...], Window], proof: Proof, answer: Answer) -> int:
+def _size(key: Key, proof: Proof, answer: Answer) -> int:
     """About how many bytes an answer kept under `key` holds: its texts, and ITEM_BYTES for each item."""
     findings, targets, error = answer
     size = sum(map(len, key[0])) + ITEM_BYTES * (len(key[0]) + len(proof.items) + len(findings) + len(targets))
