@@ -684,6 +684,7 @@ class _Shape:
         return bisect_right(ordered, self.start_key, low, high)
 
 
+@lru_cache(maxsize=64)
 def _offset(text: str) -> tzinfo:
     sign = -1 if text[0] == "-" else 1
     digits = text[1:].replace(":", "")
