@@ -254,7 +254,8 @@ class KernelLogProvider(Provider):
     name = "kernel_log"
     version = "1"
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, keep_answers: bool = True) -> None:
+        """`keep_answers` False: every fast request scans (a benchmark of the scan itself sets it)."""
         self.settings = settings
         # Local files (and epilog files) are read with a deadline check between reads: the call keeps the deadline
         # and runs in the request's thread. Loki is a network backend: its calls go through the Adapter's pool.
@@ -262,7 +263,8 @@ class KernelLogProvider(Provider):
         # A fast answer over local files alone is kept while the files it read stay unchanged (answers.py); one
         # with job logs beside them is not (their files are not in the proof).
         self._answers: AnswerCache | None = None
-        if isinstance(settings.source, FileSource) and settings.source.cache.entries > 0 and settings.job_logs is None:
+        files = isinstance(settings.source, FileSource) and settings.source.cache.entries > 0
+        if keep_answers and files and settings.job_logs is None:
             self._answers = AnswerCache()
 
     @classmethod
