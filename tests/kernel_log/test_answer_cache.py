@@ -185,3 +185,15 @@ def test_kept_answers_are_bounded(
     # Nor an answer larger than MAX_ANSWER_BYTES (its evidence texts, the files it read, its targets).
     monkeypatch.setattr(answers, "MAX_ANSWER_BYTES", 1024)
     assert _ask(client, detected=at(3)) == _ask(client, detected=at(3)) and len(scans) == 8
+
+
+def test_a_provider_made_not_to_keep_answers_scans_every_time(
+    tmp_path: Path, settled: None, scans: list[object]
+) -> None:
+    from providers.kernel_log.provider import parse_settings
+
+    _tree(tmp_path)
+    options = {"ATTRIBUTION_KERNEL_LOG_SOURCE": "files", "ATTRIBUTION_KERNEL_LOG_DIR": str(tmp_path)}
+    provider = KernelLogProvider(parse_settings(options), keep_answers=False)
+    client = create_app(Settings(provider="kernel_log"), provider).test_client()
+    assert _ask(client) == _ask(client) and len(scans) == 2
