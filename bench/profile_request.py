@@ -1,12 +1,14 @@
 """Profile: where one request's time goes, in process (Flask test client), under cProfile.
 
-The Adapter runs `kernel_log` on a one-line kernel log (a temporary directory) or, with `--provider fake`, the
-instant fake provider. N one-node requests (the README's request) go through `app.test_client()`; the top
-entries of the profile, sorted by cumulative time, are printed with their share of `wsgi_app`. Before that, the
-same requests are timed without the profiler, calling the WSGI app directly with prepared environs (no test
-client), beside the bare Flask app of bench/bare_app.py timed the same way.
+The Adapter runs `kernel_log` on a one-line kernel log (a temporary directory; every request scans it, or with
+`--keep-answers` the provider keeps its answers and the log is let settle, so the repeated request is answered from
+the kept answer) or, with `--provider fake`, the instant fake provider. N one-node requests go through
+`app.test_client()`; the top entries of the profile, sorted by cumulative time, are printed with their share of
+`wsgi_app`. Before that, the same requests are timed without the profiler, calling the WSGI app directly with
+prepared environs (no test client; the body held whole, as the project's worker hands it over), beside the bare
+Flask app of bench/bare_app.py timed the same way.
 
-    .venv/bin/python bench/profile_request.py [-n 3000] [--provider kernel_log|fake] [--top 30]
+    .venv/bin/python bench/profile_request.py [-n 3000] [--provider kernel_log|fake] [--keep-answers] [--top 30]
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app import create_app  # noqa: E402
+from app.body import HeldBody  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from bench._servers import ONE_LINE, request_body  # noqa: E402
 
@@ -50,17 +53,26 @@ def quiet_json_logging() -> None:
     logger.propagate = False
 
 
-def build_app(provider: str):  # noqa: ANN201 - a Flask app
+def build_app(provider: str, keep_answers: bool = False):  # noqa: ANN001, ANN201 - a Flask app
+    """The app with the instant fake or `kernel_log` on a one-line log; `keep_answers`: the provider keeps its
+    answers (as the service's does) and the log is left to settle first, so that repeated requests are answered
+    from the kept answer; else every request scans the log."""
     quiet_json_logging()
     if provider == "fake":
         from tests.fakes import FakeProvider
 
         return create_app(Settings(provider="fake", log_level="info"), provider=FakeProvider())
+    from providers.kernel_log import KernelLogProvider
+    from providers.kernel_log.provider import parse_settings
+
     options = {
         "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
         "ATTRIBUTION_KERNEL_LOG_DIR": str(one_line_log_dir()),
     }
-    return create_app(Settings(provider="kernel_log", log_level="info", options=options))
+    if keep_answers:
+        time.sleep(2.5)  # past CACHE_SETTLE_NS: a file changed less than 2 s ago is not vouched for by its times
+    kernel_log = KernelLogProvider(parse_settings(options), keep_answers=keep_answers)
+    return create_app(Settings(provider="kernel_log", log_level="info", options=options), provider=kernel_log)
 
 
 def direct_us(app, body: bytes, n: int) -> float:  # noqa: ANN001 - a WSGI app
@@ -69,7 +81,9 @@ def direct_us(app, body: bytes, n: int) -> float:  # noqa: ANN001 - a WSGI app
 
     def environ() -> dict:
         builder = EnvironBuilder(path="/v1/attribution", method="POST", data=body, content_type="application/json")
-        return builder.get_environ()
+        env = builder.get_environ()
+        env["wsgi.input"] = HeldBody(body)  # the body as the project's gunicorn worker hands it over, read whole
+        return env
 
     def start_response(*_: object) -> None:
         return None
@@ -89,9 +103,12 @@ def main() -> None:
     parser.add_argument("--provider", choices=("kernel_log", "fake"), default="kernel_log")
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--maximal", action="store_true", help="the maximal request (16,384 nodes, 262,144 ranks)")
+    parser.add_argument(
+        "--keep-answers", action="store_true", help="kernel_log keeps answers: the repeated request is not scanned"
+    )
     args = parser.parse_args()
     print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
-    application = build_app(args.provider)
+    application = build_app(args.provider, args.keep_answers)
     client = application.test_client()
     if args.maximal:
         from bench.all import maximal_body
