@@ -21,9 +21,9 @@ from providers.kernel_log.sources.facts import Proof
 ANSWER_ENTRIES = 128
 #: a scope of more nodes is not kept (its key alone would hold every name)
 MAX_KEPT_NODES = 64
-#: an answer whose key, proof and findings take more than about this many bytes is not kept: with ANSWER_ENTRIES,
-#: the kept answers hold at most about 8 MiB
-MAX_ANSWER_BYTES = 64 * 1024
+#: an answer whose key, proof and findings take more than about this many bytes is not kept (one over 64 nodes, a
+#: folder and two files each, takes about 100 KiB): with ANSWER_ENTRIES, the kept answers hold at most about 16 MiB
+MAX_ANSWER_BYTES = 128 * 1024
 #: what an item of a proof, a finding, an evidence item or a target is counted, besides its texts
 ITEM_BYTES = 256
 

@@ -197,3 +197,19 @@ def test_a_provider_made_not_to_keep_answers_scans_every_time(
     provider = KernelLogProvider(parse_settings(options), keep_answers=False)
     client = create_app(Settings(provider="kernel_log"), provider).test_client()
     assert _ask(client) == _ask(client) and len(scans) == 2
+
+
+def test_the_largest_scope_kept_is_kept_over_a_folder_and_two_files_a_node(
+    tmp_path: Path, settled: None, scans: list[object]
+) -> None:
+    # The byte bound must not refuse what the node bound allows on an ordinary tree: MAX_KEPT_NODES nodes with
+    # long names, each a folder holding its log and the rotated one (the window lies in the log: the rotated one is
+    # listed, not read).
+    nodes = [f"gpu-node-{i:05d}.rack-{i // 8:03d}.cluster.example.internal" for i in range(answers.MAX_KEPT_NODES)]
+    for node in nodes:
+        write_lines(tmp_path / node / "kern.log.1", healthy_lines(node, at(-600), at(-300)))
+        write_lines(tmp_path / node / "kern.log", healthy_lines(node, at(-30), at(1)))
+    client = _client(tmp_path)
+    first = _ask(client, nodes=nodes)
+    assert len(first[1]) == len(nodes)  # every node read and found healthy
+    assert _ask(client, nodes=nodes) == first and len(scans) == 1
