@@ -17,7 +17,8 @@ requests, 4N + 3 for the warm and live ones, which take a few ms each, where the
 providers keep no answers, so each of those requests scans. Then the same request again on a provider that keeps
 answers (providers/kernel_log/answers.py, as the service's provider does), once the files have settled: it is
 answered by looking up the identity of every folder and file the first scan read (median of 4N + 3);
-`grep -rc NVRM` over the same tree run as a subprocess in the same run (median of 4N + 3); their ratio; the bytes
+`grep -rc NVRM` over the same tree run as a subprocess in the same run (median of 4N + 3, each run right after a
+warm request, so that both meet the machine in the same state); their ratio; the bytes
 the request read (from /proc/self/io: rchar, and read_bytes from storage); the process's peak RSS. The tree is
 written out (`os.sync`) before anything is measured.
 
@@ -230,9 +231,18 @@ def run(
             cold.append(_timed(lambda p=provider: p.fast(request, Deadline.after_ms(300000), None)))  # type: ignore[misc]
         provider = _provider(root)
         provider.fast(request, Deadline.after_ms(300000), None)
-        # The quick measurements (a few ms each, where the machine's noise weighs most) are taken more often.
+        # The quick measurements (a few ms each, where the machine's noise weighs most) are taken more often, and the
+        # warm request and grep in turn: a slower spell of a shared machine weighs on both alike.
         many = 4 * repeat + 3
-        warm = [_timed(lambda: provider.fast(request, Deadline.after_ms(300000), None)) for _ in range(many)]
+        warm = []
+        grep_times = []
+        nvrm = 0
+        for _ in range(many):
+            warm.append(_timed(lambda: provider.fast(request, Deadline.after_ms(300000), None)))
+            t0 = time.perf_counter()
+            done = subprocess.run(["grep", "-rc", "NVRM", str(root)], capture_output=True, text=True, check=False)
+            grep_times.append(time.perf_counter() - t0)
+            nvrm = sum(int(line.rsplit(":", 1)[1]) for line in done.stdout.splitlines() if line)
         # The same warm provider asked about other failures: each window new (moved by 3 minutes more each time),
         # overlapping what earlier requests read.
         moved = []
@@ -253,14 +263,6 @@ def run(
             time.sleep(0.5)
         keeping.fast(request, Deadline.after_ms(300000), None)
         kept = [_timed(lambda: keeping.fast(request, Deadline.after_ms(300000), None)) for _ in range(many)]
-
-        grep_times = []
-        nvrm = 0
-        for _ in range(many):
-            t0 = time.perf_counter()
-            done = subprocess.run(["grep", "-rc", "NVRM", str(root)], capture_output=True, text=True, check=False)
-            grep_times.append(time.perf_counter() - t0)
-            nvrm = sum(int(line.rsplit(":", 1)[1]) for line in done.stdout.splitlines() if line)
 
         outcome = warm[-1][3]
         findings = sorted((getattr(f.target, "name", "job"), f.error_category) for f in outcome.attributions)
