@@ -90,6 +90,21 @@ def make_request(
     )
 
 
+def fast_body(
+    nodes: Iterable[str], detected_at: str, ranks: Iterable[int] = (), workload_id: str = "12345"
+) -> dict[str, object]:
+    """A fast request's JSON body, as a caller POSTs it."""
+    return {
+        "schema_version": "0.1.0",
+        "workload_id": workload_id,
+        "scope": {"nodes": list(nodes), "ranks": list(ranks)},
+        "failure_context": {"detected_at": detected_at, "detection_signal": "application_error"},
+        "timeout_ms": 10000,
+        "workload_context": {"workflow_id": "training-example", "attempt_index": 0},
+        "phase": "fast",
+    }
+
+
 def deadline(seconds: float = 10.0) -> Deadline:
     return Deadline.after_ms(int(seconds * 1000))
 

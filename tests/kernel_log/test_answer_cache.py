@@ -18,7 +18,7 @@ from app.settings import Settings
 from providers.kernel_log import KernelLogProvider, answers
 from providers.kernel_log.sources import facts
 from providers.kernel_log.sources.files import FileSource
-from tests.kernel_log.conftest import DETECTED, at, healthy_lines, rsyslog, write_lines, xid
+from tests.kernel_log.conftest import DETECTED, at, fast_body, healthy_lines, rsyslog, write_lines, xid
 
 SCOPE = ["worker-01", "worker-02", "worker-03"]
 #: longer than a tick of any file-system clock: a change made after it shows in the changed file's times
@@ -58,19 +58,7 @@ def _client(logs: Path) -> Any:
 
 
 def _ask(client: Any, nodes: list[str] = SCOPE, detected: datetime = DETECTED) -> tuple[Any, ...]:
-    body = {
-        "schema_version": "0.1.0",
-        "workload_id": "12345",
-        "scope": {"nodes": nodes, "ranks": []},
-        "failure_context": {
-            "detected_at": detected.isoformat().replace("+00:00", "Z"),
-            "detection_signal": "application_error",
-        },
-        "timeout_ms": 10000,
-        "workload_context": {"workflow_id": "training-example", "attempt_index": 0},
-        "phase": "fast",
-    }
-    response = client.post("/v1/attribution", json=body)
+    response = client.post("/v1/attribution", json=fast_body(nodes, detected.isoformat().replace("+00:00", "Z")))
     assert response.status_code == 200
     data = response.get_json()
     return (data["attributions"], data["unattributed_targets"], data.get("error"))

@@ -7,6 +7,7 @@ import pytest
 from app import create_app
 from app.settings import Settings
 from providers.kernel_log import KernelLogProvider
+from tests.kernel_log.conftest import fast_body
 
 
 @pytest.mark.parametrize("detected_at", ["0001-01-01T00:00:00Z", "0001-01-01T00:05:00Z", "9999-12-31T23:59:59Z"])
@@ -16,16 +17,7 @@ def test_a_failure_time_at_the_ends_of_the_calendar_is_answered_not_failed(tmp_p
         {"ATTRIBUTION_KERNEL_LOG_SOURCE": "files", "ATTRIBUTION_KERNEL_LOG_DIR": str(tmp_path / "logs")}
     )
     client = create_app(Settings(provider="kernel_log"), provider).test_client()
-    body = {
-        "schema_version": "0.1.0",
-        "workload_id": "12345",
-        "scope": {"nodes": ["worker-01"], "ranks": []},
-        "failure_context": {"detected_at": detected_at, "detection_signal": "application_error"},
-        "timeout_ms": 10000,
-        "workload_context": {"workflow_id": "training-example", "attempt_index": 0},
-        "phase": "fast",
-    }
-    answer = client.post("/v1/attribution", json=body)
+    answer = client.post("/v1/attribution", json=fast_body(["worker-01"], detected_at))
     assert answer.status_code == 200
     data = answer.get_json()
     # The window is clipped to the calendar: nothing was logged then, which is not a service error.

@@ -20,7 +20,7 @@ from app.settings import Settings
 from providers.kernel_log import KernelLogProvider
 from tests.joblog import fixtures as fx
 from tests.joblog.support import T0, cri, later, write_tree
-from tests.kernel_log.conftest import rsyslog, write_lines, xid
+from tests.kernel_log.conftest import fast_body, rsyslog, write_lines, xid
 
 WORKLOAD = "job-1"
 DETECTED = T0 + timedelta(minutes=2)
@@ -67,18 +67,7 @@ def _ask(
     if job_files:
         write_tree(root / "jobs", {f"{n}.log": lines for n, lines in job_files.items()}, WORKLOAD, attempt)
     client = _client(root, **options)
-    body = {
-        "schema_version": "0.1.0",
-        "workload_id": WORKLOAD,
-        "scope": {"nodes": list(nodes), "ranks": list(ranks)},
-        "failure_context": {
-            "detected_at": DETECTED.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-            "detection_signal": "application_error",
-        },
-        "timeout_ms": 10000,
-        "workload_context": {"workflow_id": "training-example", "attempt_index": 0},
-        "phase": "fast",
-    }
+    body = fast_body(nodes, DETECTED.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), ranks, workload_id=WORKLOAD)
     answer = client.post("/v1/attribution", json=body)
     assert answer.status_code == 200
     return answer.get_json()
