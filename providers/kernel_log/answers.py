@@ -15,7 +15,7 @@ from datetime import datetime
 
 from providers.base import Finding, ProviderError, Target
 from providers.kernel_log.collect import Window
-from providers.kernel_log.sources.facts import Proof
+from providers.kernel_log.sources.facts import Proof, keep_recent
 
 #: answers kept (least recently used dropped first)
 ANSWER_ENTRIES = 128
@@ -66,10 +66,7 @@ class AnswerCache:
         if not proof.sound or _size(key, proof, answer) > MAX_ANSWER_BYTES:
             return
         with self._lock:
-            self._items[key] = (proof, answer)
-            self._items.move_to_end(key)
-            while len(self._items) > self.entries:
-                self._items.popitem(last=False)
+            keep_recent(self._items, key, (proof, answer), self.entries)
 
 
 def _size(key: Key, proof: Proof, answer: Answer) -> int:

@@ -11,8 +11,12 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TypeVar
 
 from providers.kernel_log.parse import TimeContext
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 #: files and folders whose facts are kept between requests (least recently used dropped first)
 CACHE_ENTRIES = 4096
@@ -57,6 +61,15 @@ class Proof:
             if _identity(st) != identity:
                 return False
         return True
+
+
+def keep_recent(items: OrderedDict[K, V], key: K, value: V, entries: int) -> None:
+    """Put `value` under `key` as the most recently used item, the least recently used dropped past `entries` (the
+    caller holds the lock that guards `items`)."""
+    items[key] = value
+    items.move_to_end(key)
+    while len(items) > entries:
+        items.popitem(last=False)
 
 
 def _identity(st: os.stat_result) -> tuple[int, ...]:
@@ -118,10 +131,7 @@ class FactCache:
         if self.entries <= 0 or (mtime_ns is not None and time.time_ns() - mtime_ns < CACHE_SETTLE_NS):
             return
         with self._lock:
-            self._items[key] = (sig, value)
-            self._items.move_to_end(key)
-            while len(self._items) > self.entries:
-                self._items.popitem(last=False)
+            keep_recent(self._items, key, (sig, value), self.entries)
 
     def listing(self, path: str, strict: bool, proof: Proof | None = None) -> list[tuple[str, str, bool, bool]]:
         """(name, path, is_dir, is_file) of a directory's entries; `strict`: an entry that cannot be typed raises
