@@ -54,11 +54,11 @@ class SessionCodec:
     ttl_seconds: int
     secrets: tuple[str, ...] = field(default=(), repr=False)
 
-    def _checks(self, raw: bytes) -> list[bytes]:
-        """The checks an id with this payload may carry; the first is the one issued."""
+    def _checks(self, raw: bytes, issued: bool = False) -> list[bytes]:
+        """The checks an id with this payload may carry; the first is the one issued (`issued`: that one alone)."""
         if not self.secrets:
             return [_check(raw)]
-        return [_signed_check(secret, raw) for secret in self.secrets]
+        return [_signed_check(secret, raw) for secret in (self.secrets[:1] if issued else self.secrets)]
 
     def issue(self, request: AttributionRequest, state: Mapping[str, str | int], now: float | None = None) -> str:
         nonce = _b64(secrets.token_bytes(6))  # two fasts in the same second still get distinct ids
@@ -72,8 +72,7 @@ class SessionCodec:
             _PAYLOAD_JSON.encode(dict(state)).encode(),
             issued_at,
         )
-        check = _check(raw) if not self.secrets else _signed_check(self.secrets[0], raw)  # the first secret signs
-        session_id = f"{PREFIX}.{_b64(raw)}.{_b64(check)}"
+        session_id = f"{PREFIX}.{_b64(raw)}.{_b64(self._checks(raw, issued=True)[0])}"
         if len(session_id) > MAX_LENGTH:
             raise SessionTooLarge(f"session id would be {len(session_id)} characters")
         return session_id
