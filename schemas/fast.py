@@ -172,19 +172,25 @@ def fast_load(payload: Any) -> dict[str, Any] | None:
         return None
 
 
+def _objects(payload: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """The four objects of a payload that `fast_load` accepted: the top, `scope`, `failure_context`,
+    `workload_context` (it holds no other)."""
+    return (payload, payload["scope"], payload["failure_context"], payload["workload_context"])
+
+
 def object_keys(payload: dict[str, Any]) -> int:
-    """How many object keys a payload that `fast_load` accepted holds (its only objects are these four)."""
-    return len(payload) + len(payload["scope"]) + len(payload["failure_context"]) + len(payload["workload_context"])
+    """How many object keys a payload that `fast_load` accepted holds."""
+    return sum(map(len, _objects(payload)))
 
 
 def string_colons(payload: dict[str, Any]) -> int:
     """How many `:` the strings of a payload that `fast_load` accepted hold (its keys, the schema's names, hold none).
 
-    Such a payload has four objects (the top, `scope`, `failure_context`, `workload_context`) whose values are
-    scalars, these objects, or the two scope lists: `nodes` all strings, `ranks` all integers.
+    The values of its four objects (`_objects`) are scalars, these objects, or the two scope lists: `nodes` all
+    strings, `ranks` all integers.
     """
     count = "".join(payload["scope"]["nodes"]).count(":")
-    for part in (payload, payload["scope"], payload["failure_context"], payload["workload_context"]):
+    for part in _objects(payload):
         for value in part.values():
             if type(value) is str:
                 count += value.count(":")
