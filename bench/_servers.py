@@ -22,6 +22,7 @@ ONE_LINE = (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:
@@ -62,6 +63,15 @@ class Server:
                 pass
             time.sleep(0.1)
         raise SystemExit(f"gunicorn did not become ready in {timeout_s} s; see {self._log.name}")
+
+    def worker_cpu(self) -> dict[int, float]:
+        """CPU seconds (user + system) each live worker has used so far, by PID."""
+        pid = self.process.pid
+        used = {}
+        for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+            fields = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()
+            used[int(child)] = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+        return used
 
     def stop(self) -> None:
         if self.process.poll() is None:
