@@ -28,6 +28,7 @@ from functools import lru_cache
 
 from providers.kernel_log.collect import KEYWORD_BYTES
 from providers.kernel_log.parse import ParsedLine, parse_line
+from providers.kernel_log.sources.facts import keep_recent
 
 #: what the cache of analysed blocks may hold, in bytes (estimated: lines, stamps and their objects)
 BLOCK_CACHE_BYTES = 32 * 1024 * 1024
@@ -255,10 +256,7 @@ class BlockCache:
         if seen is None or seen.size != st.st_size or seen.mtime_ns != st.st_mtime_ns:
             now = _Lineage(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, _tail(read, st.st_size), number)
             with self._lock:
-                self._lineages[path] = now
-                self._lineages.move_to_end(path)
-                while len(self._lineages) > LINEAGES:
-                    self._lineages.popitem(last=False)
+                keep_recent(self._lineages, path, now, LINEAGES)
         return number, valid
 
     def get(self, key: BlockKey) -> Block | None:

@@ -21,6 +21,7 @@ import stat
 import threading
 import zlib
 from bisect import bisect_left, bisect_right
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
@@ -54,6 +55,7 @@ from providers.kernel_log.sources.facts import (
     FactCache,
     FileFacts,
     Proof,
+    keep_recent,
 )
 
 log = logging.getLogger("attribution_adapter.kernel_log")
@@ -182,7 +184,9 @@ class FileSource:
         #: count blocks of plain noise lines from their timestamps (False: parse every line of the window)
         self.by_stamps = by_stamps
         #: host folder name -> (the listing it was worked out from, its files by rotation group)
-        self._groups: dict[str, tuple[list[tuple[str, str, bool, bool]], list[tuple[str, list[LogFile]]]]] = {}
+        self._groups: OrderedDict[str, tuple[list[tuple[str, str, bool, bool]], list[tuple[str, list[LogFile]]]]] = (
+            OrderedDict()
+        )
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------ layout
@@ -238,10 +242,7 @@ class FileSource:
                 groups.setdefault(base, []).append(LogFile(sub_path, f"{name}/{sub_name}", gz, order))
         out = [(base, sorted(files, key=lambda f: f.order)) for base, files in groups.items()]
         with self._lock:
-            self._groups.pop(name, None)
-            self._groups[name] = (listing, out)
-            while len(self._groups) > self.cache.entries:
-                del self._groups[next(iter(self._groups))]
+            keep_recent(self._groups, name, (listing, out), self.cache.entries)
         return out
 
     def read_name(self, name: str, top_level: bool) -> LogName:
