@@ -56,21 +56,24 @@ class Server:
                 raise SystemExit(f"gunicorn exited {self.process.returncode}; see {self._log.name}")
             try:
                 with urllib.request.urlopen(self.url + path, timeout=1) as response:  # noqa: S310 - loopback
-                    children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text().split()
-                    if response.status == 200 and len(children) >= workers:
+                    if response.status == 200 and len(self.worker_pids()) >= workers:
                         return
             except OSError:
                 pass
             time.sleep(0.1)
         raise SystemExit(f"gunicorn did not become ready in {timeout_s} s; see {self._log.name}")
 
+    def worker_pids(self) -> list[int]:
+        """The PIDs of the master's live children: its workers."""
+        pid = self.process.pid
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
     def worker_cpu(self) -> dict[int, float]:
         """CPU seconds (user + system) each live worker has used so far, by PID."""
-        pid = self.process.pid
         used = {}
-        for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        for child in self.worker_pids():
             fields = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()
-            used[int(child)] = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+            used[child] = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
         return used
 
     def stop(self) -> None:

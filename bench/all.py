@@ -145,10 +145,8 @@ def answer_kind(port: int, body: bytes) -> str:
 
 
 def peak_rss_mib(server: Server) -> list[float]:
-    pid = server.process.pid
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     peaks = []
-    for child in children:
+    for child in server.worker_pids():
         status = Path(f"/proc/{child}/status").read_text()
         peaks.append(int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) / 1024)
     return peaks

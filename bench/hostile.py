@@ -36,9 +36,8 @@ RANKS = 262144
 
 
 def worker_pid(server: Server) -> int:
-    pid = server.process.pid
-    (child,) = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return int(child)
+    (child,) = server.worker_pids()
+    return child
 
 
 def status_kib(pid: int, field: str) -> int:

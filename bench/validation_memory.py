@@ -52,8 +52,8 @@ def post(port: int, body: bytes) -> tuple[int, int, float]:
 
 
 def worker_pid(server) -> int:  # noqa: ANN001 - bench._servers.Server
-    (pid,) = Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children").read_text().split()
-    return int(pid)
+    (pid,) = server.worker_pids()
+    return pid
 
 
 def fresh_worker(tmp: str, threads: int, warm_up: bytes):  # noqa: ANN201
