@@ -26,6 +26,7 @@ from providers.base import (
     ProviderError,
 )
 from schemas.fast import fast_load, object_keys, string_colons
+from schemas.fields import _RFC3339_COMMON, _parse_strictly, parse_timestamp
 from schemas.request import AttributionRequestSchema
 from schemas.response import AttributionResponseSchema
 from tests.contract.conftest import check_200, check_422, echo_fast, make_client, post, valid_request
@@ -281,6 +282,56 @@ def test_a_duplicate_key_in_an_otherwise_valid_request_is_the_same_422(old, new,
     provider = FakeProvider()
     (entry,) = check_422(post(make_client(provider), data), provider, count=1)
     assert entry == {"loc": ["body"], "msg": f"JSON object has a duplicate key {key!r}", "type": "json_invalid"}
+
+
+# ---------------------------------------------------------------- timestamps
+
+TIMESTAMP_PARTS = (
+    ["0000", "0001", "2026", "2028", "9999", "\u0662\u0660\u0662\u0666"],
+    ["-"],
+    ["00", "01", "02", "12", "13"],
+    ["-"],
+    ["00", "01", "28", "29", "30", "31", "32"],
+    ["T", "t", " "],
+    ["00", "09", "19", "23", "24"],
+    [":"],
+    ["00", "59", "60"],
+    [":"],
+    ["00", "59", "60", "61"],
+    ["", ".5", ".123456", ".1234567", ".123456000", ".0000001", ","],
+    ["Z", "z", "+00:00", "-00:00", "+23:59", "-23:59", "+24:00", "+00:60", "-01:00", "+0100", "+05:30", ""],
+)
+TIMESTAMPS = st.one_of(
+    st.tuples(*map(st.sampled_from, TIMESTAMP_PARTS)).map("".join),
+    st.from_regex(_RFC3339_COMMON, fullmatch=True),
+)
+
+
+def _read(reader: Any, text: str) -> Any:
+    try:
+        value = reader(text)
+    except ValidationError as exc:
+        return ("refused", exc.messages)
+    assert value.tzinfo is timezone.utc
+    return value
+
+
+@SETTINGS
+@given(TIMESTAMPS)
+def test_a_timestamp_is_read_as_the_strict_reading_reads_it(text):
+    # The common shape goes to the C reader; whatever it reads, and every refusal with its message, must be what the
+    # contract's own reading gives.
+    assert _read(parse_timestamp, text) == _read(_parse_strictly, text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["2026-09-09T12:00:00+00:60", "2026-09-09T12:00:00+24:00", "0001-01-01T00:00:00+00:01",
+     "9999-12-31T23:59:59-00:01", "2026-02-29T00:00:00Z", "2028-02-29T23:59:59.999999-23:59",
+     "2026-09-09T24:00:00Z", "2026-09-09T12:00:60Z", "2026-09-09T12:00:00.5Z", "2026-09-09T12:00:00-00:00"],
+)  # fmt: skip
+def test_the_edges_of_the_common_shape_are_read_as_the_strict_reading_reads_them(text):
+    assert _read(parse_timestamp, text) == _read(_parse_strictly, text)
 
 
 # ---------------------------------------------------------------- the answer, built in bulk
