@@ -21,6 +21,9 @@ ONE_LINE = (
     "2026-09-09T11:58:00.000000+00:00 worker-01 kernel: NVRM: Xid (PCI:0000:07:00): 79, GPU has fallen off the bus.\n"
 )
 
+#: in the README's request, the failure time that a varied body replaces (`with_failure_time`)
+DETECTED_AT = b'"2026-09-09T12:00:00Z"'
+
 ROOT = Path(__file__).resolve().parents[1]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -210,3 +213,9 @@ def request_body(nodes: list[str], ranks: list[int], timeout_ms: int = 10000) ->
         "workload_context": {"workflow_id": "bench", "attempt_index": 0},
         "phase": "fast",
     }
+
+
+def with_failure_time(body: bytes, microseconds: int) -> bytes:
+    """The README's request `body` with its failure time `microseconds` after 12:00:00 (below a second): a request
+    that asks about a window of its own, which no answer kept for another request serves."""
+    return body.replace(DETECTED_AT, b'"2026-09-09T12:00:00.%06dZ"' % microseconds)

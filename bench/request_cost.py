@@ -45,8 +45,6 @@ ROOT = Path(__file__).resolve().parents[1]
 STEPS = ("load", "to_request", "provider", "guard", "session", "answer", "metrics", "hooks")
 VARIANTS = ("bare", "adapter", "adapter-new-window", *(f"without {s}" for s in STEPS), "without all")
 WARM_UP = 200
-#: the README's failure time, which `adapter-new-window` replaces by a distinct one in every request
-DETECTED_AT = b'"2026-09-09T12:00:00Z"'
 _COLLECTED = re.compile(r"Collected : (\d+)")
 
 
@@ -115,6 +113,7 @@ def child(variant: str, n: int) -> None:
 
     from app.body import HeldBody
     from app.openapi import SEED_EXAMPLE
+    from bench._servers import with_failure_time
 
     body = orjson.dumps(SEED_EXAMPLE)
     if variant == "bare":
@@ -128,7 +127,7 @@ def child(variant: str, n: int) -> None:
             for step in STEPS if variant == "without all" else (variant.removeprefix("without "),):
                 _without(app, step)
     if variant == "adapter-new-window":
-        bodies = [body.replace(DETECTED_AT, b'"2026-09-09T12:00:00.%06dZ"' % (i + 1)) for i in range(WARM_UP + n)]
+        bodies = [with_failure_time(body, i + 1) for i in range(WARM_UP + n)]
     else:
         bodies = [body] * (WARM_UP + n)
     environ = EnvironBuilder(path="/v1/attribution", method="POST", data=body, content_type="application/json")
