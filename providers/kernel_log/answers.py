@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from providers.base import Finding, ProviderError, Target
-from providers.kernel_log.collect import Window
-from providers.kernel_log.sources.facts import Proof, keep_recent
+from providers.kernel_log.kernel.sources.facts import Proof, keep_recent
+from providers.kernel_log.window import Window
 
 #: answers kept (least recently used dropped first)
 ANSWER_ENTRIES = 128

@@ -31,15 +31,16 @@ from providers.base import (
     ProviderProcessingError,
     ProviderTimeoutError,
 )
-from providers.kernel_log import epilog
-from providers.kernel_log.collect import KERNEL_TAG, Collector, Window
+from providers.kernel_log.dcgm import results as epilog
 from providers.kernel_log.identity import NodeNames
 from providers.kernel_log.joblog.files import parse_file_name
-from providers.kernel_log.joblogs import FileJobLogSource
-from providers.kernel_log.parse import ParsedLine, TimeContext, is_continuation, parse_line
-from providers.kernel_log.sources.files import FileSource, LogName
-from providers.kernel_log.sources.loki import LokiSource
-from providers.kernel_log.sources.loki_jobs import LokiJobLogSource
+from providers.kernel_log.joblog.loki import LokiJobLogSource
+from providers.kernel_log.joblog.source import FileJobLogSource
+from providers.kernel_log.kernel.collect import KERNEL_TAG, Collector
+from providers.kernel_log.kernel.parse import ParsedLine, TimeContext, is_continuation, parse_line
+from providers.kernel_log.kernel.sources.files import FileSource, LogName
+from providers.kernel_log.kernel.sources.loki import LokiSource
+from providers.kernel_log.window import Window
 
 ERROR, WARNING = CheckSeverity.ERROR, CheckSeverity.WARNING
 

@@ -1,7 +1,8 @@
 """The one place evidence is merged per node: items from every reader become at most one finding per target.
 
-Each reader (kernel-log rules, the epilog reader, and any later one such as a job-log reader) turns what it read into
-`EvidenceItem`s per scope node; `merge_findings` combines the items of all readers for a node into its finding.
+Each signal's rules (kernel, DCGM) turn what was read into `EvidenceItem`s per scope node; `merge_per_node` gathers
+the items of every reader for a node and `finding` makes them its one finding. Combining findings across signals
+(kernel and job logs) is `merge.py`'s.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from providers.base import Evidence, Finding, Target, cut_text
-from providers.kernel_log.catalogue import CATEGORY_RANK
+from providers.base import AttributionOutcome, ErrorType, Evidence, Finding, ProviderError, Target, cut_text
+from providers.kernel_log.ranking import CATEGORY_RANK
 
 
 @dataclass(frozen=True)
@@ -75,3 +76,14 @@ def merge_per_node(
         if items:
             merged[node] = items
     return merged
+
+
+def missing_message(missing: int, total: int, what: str) -> str:
+    """The note on scope nodes that had no telemetry of one kind in the window."""
+    return f"no {what} for {missing} of {total} nodes in the window"
+
+
+def outcome(findings: Sequence[Finding], unattributed: Sequence[Target], notes: Sequence[str]) -> AttributionOutcome:
+    """An outcome whose notes, when there are any, are its `insufficient_telemetry` error."""
+    error = ProviderError(ErrorType.INSUFFICIENT_TELEMETRY, "; ".join(notes)) if notes else None
+    return AttributionOutcome(attributions=tuple(findings), unattributed_targets=tuple(unattributed), error=error)

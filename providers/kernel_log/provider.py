@@ -22,21 +22,24 @@ from providers.base import (
     ProviderError,
     ProviderProcessingError,
     TraceContext,
-    shifted,
 )
-from providers.kernel_log import check, epilog
+from providers.kernel_log import check
 from providers.kernel_log.answers import AnswerCache
-from providers.kernel_log.collect import Collector, Window
+from providers.kernel_log.dcgm import results as epilog
+from providers.kernel_log.dcgm.rules import attribute_epilog
 from providers.kernel_log.identity import NodeNames, scope_names
 from providers.kernel_log.joblog import MAX_NODE_BYTES, MAX_REQUEST_BYTES, ReadLimits
-from providers.kernel_log.joblogs import FileJobLogSource, JobLogs, JobLogSource, job_log_result, oom_kills
-from providers.kernel_log.rules import attribute, attribute_epilog
-from providers.kernel_log.sources import LogSource
-from providers.kernel_log.sources.facts import Proof
-from providers.kernel_log.sources.files import DEFAULT_COMBINED, FileSource
-from providers.kernel_log.sources.logql import TemplateError
-from providers.kernel_log.sources.loki import DEFAULT_CONCURRENCY, DEFAULT_SELECTOR, LokiSource
-from providers.kernel_log.sources.loki_jobs import LokiJobLogSource, template_problem
+from providers.kernel_log.joblog.loki import LokiJobLogSource, template_problem
+from providers.kernel_log.joblog.source import FileJobLogSource, JobLogs, JobLogSource, job_log_result
+from providers.kernel_log.kernel.collect import Collector
+from providers.kernel_log.kernel.rules import attribute
+from providers.kernel_log.kernel.sources import LogSource
+from providers.kernel_log.kernel.sources.facts import Proof
+from providers.kernel_log.kernel.sources.files import DEFAULT_COMBINED, FileSource
+from providers.kernel_log.kernel.sources.loki import DEFAULT_CONCURRENCY, DEFAULT_SELECTOR, LokiSource
+from providers.kernel_log.loki.logql import TemplateError
+from providers.kernel_log.merge import merge, oom_kills
+from providers.kernel_log.window import Window, fast_window
 
 log = logging.getLogger("attribution_adapter.kernel_log")
 
@@ -227,24 +230,6 @@ def _job_logs(options: Mapping[str, str]) -> JobLogSource | None:
     )
 
 
-# ---------------------------------------------------------------- window
-
-
-def fast_window(request: AttributionRequest, lookback: timedelta, grace: timedelta) -> Window | None:
-    """[detected_at - lookback, detected_at + grace] cut to the scope's times; None when nothing is left.
-
-    Near year 1 or 9999 the window is clipped to the representable range.
-    """
-    detected = request.failure_context.detected_at
-    start = shifted(detected, -lookback)
-    end = shifted(detected, grace)
-    if request.scope.start_time is not None:
-        start = max(start, request.scope.start_time)
-    if request.scope.end_time is not None:
-        end = min(end, request.scope.end_time)
-    return Window(start, end) if start < end else None
-
-
 # ---------------------------------------------------------------- provider
 
 
@@ -310,7 +295,7 @@ class KernelLogProvider(Provider):
                 log.warning("job logs not read: %s", exc)
                 job_logs = JobLogs({}, (f"the job logs could not be read ({exc}): no job-log evidence was used",))
             job = job_log_result(request, nodes, job_logs, oom_kills(collector, source), self.settings.max_evidence)
-        outcome = attribute(nodes, collector, self.settings.max_evidence, source, job)
+        outcome = merge(nodes, attribute(nodes, collector, source), self.settings.max_evidence, job)
         if proof is not None and not collector.unreadable_nodes and not collector.unreadable_combined:
             answers.put(key, proof, (outcome.attributions, outcome.unattributed_targets, outcome.error))  # type: ignore[union-attr,arg-type]
         return AttributionOutcome(
@@ -369,4 +354,4 @@ class KernelLogProvider(Provider):
         return check.check(s.source, s.epilog_dir, s.time_zone, deadline, s.job_logs)
 
 
-__all__ = ["KernelLogProvider", "Settings", "parse_settings", "fast_window", "attribute", "attribute_epilog"]
+__all__ = ["KernelLogProvider", "Settings", "parse_settings", "fast_window"]

@@ -30,7 +30,7 @@ def test_the_console_script_entry_and_the_metadata(installed):
     assert required == pinned
     site = installed.venv / SITE
     # The package data the code reads at run time, and no tests or configuration beside the packages.
-    assert (site / "providers" / "kernel_log" / "data" / "xid_catalogue.csv").is_file()
+    assert (site / "providers" / "kernel_log" / "kernel" / "data" / "xid_catalogue.csv").is_file()
     assert (site / "app" / "openapi_examples.json").is_file()
     assert not (site / "tests").exists() and not (site / "wsgi.py").exists()
 

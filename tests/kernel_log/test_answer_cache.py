@@ -16,8 +16,8 @@ import pytest
 from app import create_app
 from app.settings import Settings
 from providers.kernel_log import KernelLogProvider, answers
-from providers.kernel_log.sources import facts
-from providers.kernel_log.sources.files import FileSource
+from providers.kernel_log.kernel.sources import facts
+from providers.kernel_log.kernel.sources.files import FileSource
 from tests.kernel_log.conftest import DETECTED, at, fast_body, healthy_lines, rsyslog, write_lines, xid
 
 SCOPE = ["worker-01", "worker-02", "worker-03"]

@@ -5,19 +5,18 @@ from importlib import resources
 
 import pytest
 
-from providers.kernel_log.catalogue import (
-    CATEGORY_MEANING,
-    CATEGORY_RANK,
+from providers.kernel_log.kernel.catalogue import (
     CatalogueError,
     Points,
     catalogue,
     parse_catalogue,
 )
-from providers.kernel_log.decode import RULES, decode_sxid, decode_xid
+from providers.kernel_log.kernel.decode import RULES, decode_sxid, decode_xid
+from providers.kernel_log.ranking import CATEGORY_MEANING, CATEGORY_RANK
 
 TOKEN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 CAT = catalogue()
-TEXT = resources.files("providers.kernel_log").joinpath("data", "xid_catalogue.csv").read_text()
+TEXT = resources.files("providers.kernel_log.kernel").joinpath("data", "xid_catalogue.csv").read_text()
 #: lines each decode rule reads as fatal (values from NVIDIA's decode; see decode.py)
 FATAL_LINE = {
     "xid74_registers": "NVLink: fatal error detected on link 14(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)",

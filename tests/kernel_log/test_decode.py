@@ -2,8 +2,8 @@
 
 import pytest
 
-from providers.kernel_log.catalogue import Points, catalogue
-from providers.kernel_log.decode import decode_sxid, decode_xid
+from providers.kernel_log.kernel.catalogue import Points, catalogue
+from providers.kernel_log.kernel.decode import decode_sxid, decode_xid
 
 CAT = catalogue()
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from providers.base import ErrorType, NodeTarget, Phase
-from providers.kernel_log.epilog import failure_category, parse_diag
+from providers.kernel_log.dcgm.results import failure_category, parse_diag
 from tests.kernel_log.conftest import at, deadline, make_request
 
 START, END = at(-240), at(30)

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from providers.base import Deadline, ErrorType, NodeTarget, ProviderProcessingError, ProviderTimeoutError
-from providers.kernel_log.collect import Collector, Window
-from providers.kernel_log.rules import decoded_events
-from providers.kernel_log.sources.facts import FactCache
-from providers.kernel_log.sources.files import FileSource
+from providers.kernel_log.kernel.collect import Collector
+from providers.kernel_log.kernel.rules import decoded_events
+from providers.kernel_log.kernel.sources.facts import FactCache
+from providers.kernel_log.kernel.sources.files import FileSource
+from providers.kernel_log.window import Window
 from tests.kernel_log.conftest import (
     DETECTED,
     HEALTHY,

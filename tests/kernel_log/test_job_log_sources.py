@@ -14,7 +14,7 @@ from app import create_app
 from app.settings import Settings
 from providers.base import ProviderConstructionError
 from providers.kernel_log import KernelLogProvider
-from providers.kernel_log.sources.loki_jobs import build_job_query, template_problem
+from providers.kernel_log.joblog.loki import build_job_query, template_problem
 from tests.joblog import fixtures as fx
 
 URL = "http://loki.test:3100"

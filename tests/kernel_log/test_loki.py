@@ -20,7 +20,7 @@ from providers.base import (
     TraceContext,
 )
 from providers.kernel_log import KernelLogProvider
-from providers.kernel_log.sources.logql import SelectorTemplate
+from providers.kernel_log.loki.logql import SelectorTemplate
 from tests.kernel_log.conftest import HEALTHY, at, deadline, make_request, rsyslog, xid
 
 URL = "http://loki.test:3100"

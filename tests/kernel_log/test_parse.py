@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime
 
-from providers.kernel_log.parse import parse_line, parse_timestamp
+from providers.kernel_log.kernel.parse import parse_line, parse_timestamp
 
 
 def test_rsyslog_file_format() -> None:
@@ -58,7 +58,7 @@ def test_the_search_reads_every_line_time_as_the_parser_does() -> None:
     their own, which reads `__REALTIME_TIMESTAMP` past 512 bytes too.)"""
     from pathlib import Path
 
-    from providers.kernel_log.parse import TimeContext, line_time
+    from providers.kernel_log.kernel.parse import TimeContext, line_time
 
     ctx = TimeContext(anchor=datetime(2026, 9, 9, 12, tzinfo=UTC))
     raws = [

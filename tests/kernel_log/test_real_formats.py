@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from providers.base import AllJobResources, ErrorType, NodeTarget
-from providers.kernel_log.sources.files import FileSource
+from providers.kernel_log.kernel.sources.files import FileSource
 from tests.kernel_log.conftest import HEALTHY, at, deadline, make_request, rsyslog, write_lines, xid
 
 FIXTURES = Path(__file__).parent / "fixtures"

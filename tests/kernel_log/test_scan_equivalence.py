@@ -20,10 +20,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from providers.kernel_log.collect import KEYWORD_BYTES, KEYWORDS, Collector, Window
-from providers.kernel_log.parse import is_continuation, parse_line
-from providers.kernel_log.rules import attribute
-from providers.kernel_log.sources.files import FileSource
+from providers.kernel_log.kernel.collect import KEYWORD_BYTES, KEYWORDS, Collector
+from providers.kernel_log.kernel.parse import is_continuation, parse_line
+from providers.kernel_log.kernel.rules import attribute
+from providers.kernel_log.kernel.sources.files import FileSource
+from providers.kernel_log.merge import merge
+from providers.kernel_log.window import Window
 from tests.kernel_log.conftest import DETECTED, deadline
 
 HOSTS = ("worker-01", "worker-02", "worker-03", "worker-04", "worker-05", "worker-06")
@@ -243,7 +245,7 @@ def state(c: Collector) -> tuple:
 
 
 def answer(c: Collector, nodes: list[str]) -> object:
-    return attribute(nodes, c, 5, "syslog")
+    return merge(nodes, attribute(nodes, c, "syslog"), 5)
 
 
 def scan(source: FileSource, nodes: list[str], window: Window) -> Collector:
@@ -470,7 +472,7 @@ def test_a_combined_file_parses_only_the_lines_that_can_be_the_scopes_hosts(tmp_
     """In a combined file, a line naming no scope node's short name (case-insensitively) is another host's: it is
     left out without being parsed, and the answer is still exactly the line-by-line one (a scope node logging
     under its FQDN in capitals, another host's line mentioning a scope node, events of every host)."""
-    from providers.kernel_log.sources import files
+    from providers.kernel_log.kernel.sources import files
 
     lines = []
     hosts = ("worker-01", "WORKER-02.cluster.local", "storage-17", "login-3", "gpu-9")
@@ -502,7 +504,7 @@ def test_a_live_log_appended_between_requests_keeps_its_blocks_and_stays_exact(t
     """A live kern.log grows between requests (modified just now, the same inode): the blocks read before and the
     search made before stand once the bytes before its former end are found unchanged; a file rewritten in place or
     truncated and regrown starts afresh. Every answer is the line-by-line one."""
-    from providers.kernel_log.sources import files
+    from providers.kernel_log.kernel.sources import files
 
     probes: list[int] = []
     real_probe = files._probe
@@ -576,9 +578,9 @@ def test_blocks_read_past_the_size_a_request_saw_are_not_trusted_later(tmp_path:
 def test_a_search_asked_again_is_answered_from_the_files_facts(tmp_path: Path) -> None:
     """The same search over an unchanged file is answered from its facts without a probe; the answers kept per file
     are bounded."""
-    from providers.kernel_log.parse import DEFAULT_CONTEXT
-    from providers.kernel_log.sources import facts as kept
-    from providers.kernel_log.sources import files
+    from providers.kernel_log.kernel.parse import DEFAULT_CONTEXT
+    from providers.kernel_log.kernel.sources import facts as kept
+    from providers.kernel_log.kernel.sources import files
 
     path = tmp_path / "worker-01" / "kern.log"
     _long_noise(path)

@@ -42,6 +42,7 @@ from providers.kernel_log.joblog.lines import (
     WatchdogTimeout,
     WorkProgress,
 )
+from providers.kernel_log.ranking import CATEGORY_RANK
 
 #: the evidence source of every job-log line
 SOURCE = "joblog"
@@ -52,18 +53,6 @@ OOM_KILL_BEFORE = timedelta(seconds=60)
 #: ... and at most this long after it (the kernel's and the collector's clocks, and the order lines reach files)
 OOM_KILL_AFTER = timedelta(seconds=5)
 
-#: a node's finding takes its highest-ranked category; the kernel catalogue's names are used where they overlap
-CATEGORY_RANK: dict[str, int] = {
-    "gpu_memory": 90,
-    "nvlink": 70,
-    "gpu_unavailable": 60,
-    "gpu_driver": 50,
-    "host_oom": 45,
-    "process_killed": 40,
-    "network": 30,
-    "collective_hang": 20,
-    "process_exit": 10,
-}
 #: ProcessGroupNCCL's point-to-point work types: they are numbered by their own counter, which the group's
 #: `last enqueued` / `last completed` numbers then mix with the collectives' (PyTorch's `pgStatus`)
 P2P_OPS = frozenset({"SEND", "RECV", "RECVANYSOURCE"})

@@ -21,10 +21,10 @@ import requests
 import urllib3.exceptions
 
 from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, SourceFailure, TraceContext
-from providers.kernel_log.collect import Collector
-from providers.kernel_log.parse import parse_line
-from providers.kernel_log.sources.fanout import NotFinished, fan_out
-from providers.kernel_log.sources.logql import (
+from providers.kernel_log.kernel.collect import Collector
+from providers.kernel_log.kernel.parse import parse_line
+from providers.kernel_log.loki.fanout import NotFinished, fan_out
+from providers.kernel_log.loki.logql import (
     GROUP_CLOSE,
     GROUP_OPEN,
     SEPARATOR,

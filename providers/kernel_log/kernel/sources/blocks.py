@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from datetime import date
 from functools import lru_cache
 
-from providers.kernel_log.collect import KEYWORD_BYTES
-from providers.kernel_log.parse import ParsedLine, parse_line
-from providers.kernel_log.sources.facts import keep_recent
+from providers.kernel_log.kernel.collect import KEYWORD_BYTES
+from providers.kernel_log.kernel.parse import ParsedLine, parse_line
+from providers.kernel_log.kernel.sources.facts import keep_recent
 
 #: what the cache of analysed blocks may hold, in bytes (estimated: lines, stamps and their objects)
 BLOCK_CACHE_BYTES = 32 * 1024 * 1024

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from providers.kernel_log.identity import NodeNames
-from providers.kernel_log.parse import (
+from providers.kernel_log.kernel.parse import (
     DEFAULT_CONTEXT,
     ParsedLine,
     Record,
@@ -17,6 +17,7 @@ from providers.kernel_log.parse import (
     new_record,
     starts_record,
 )
+from providers.kernel_log.window import Window
 
 #: the syslog tag / APP-NAME of kernel lines; other programs' lines are never classified (anyone can `logger`
 #: a fake "NVRM: Xid" line from user space)
@@ -33,16 +34,6 @@ KEYWORDS = ("NVRM", "SXid", "PCIe Bus Error", "GSP", "Killed process ")
 KEYWORD_BYTES = tuple(k.encode() for k in KEYWORDS)
 #: one search for any of KEYWORDS in a text
 _KEYWORD = re.compile("|".join(re.escape(k) for k in KEYWORDS))
-
-
-@dataclass(frozen=True)
-class Window:
-    start: datetime
-    end: datetime
-
-    @property
-    def middle(self) -> datetime:
-        return self.start + (self.end - self.start) / 2
 
 
 @dataclass
@@ -149,4 +140,4 @@ class Collector:
         return self.lines_in_window.keys() | (self.seen_before & self.seen_after)
 
 
-__all__ = ["Collector", "Window", "KERNEL_TAG", "DEFAULT_CONTEXT"]
+__all__ = ["Collector", "KERNEL_TAG", "DEFAULT_CONTEXT"]

@@ -37,9 +37,9 @@ from providers.base import (
     TraceContext,
     shifted,
 )
-from providers.kernel_log.collect import Collector
-from providers.kernel_log.parse import ParsedLine, TimeContext, is_continuation, line_time, parse_line
-from providers.kernel_log.sources.blocks import (
+from providers.kernel_log.kernel.collect import Collector
+from providers.kernel_log.kernel.parse import ParsedLine, TimeContext, is_continuation, line_time, parse_line
+from providers.kernel_log.kernel.sources.blocks import (
     BLOCK_CACHE_BYTES,
     Block,
     BlockCache,
@@ -48,7 +48,7 @@ from providers.kernel_log.sources.blocks import (
     lines_naming,
     sorted_stamps,
 )
-from providers.kernel_log.sources.facts import (
+from providers.kernel_log.kernel.sources.facts import (
     CACHE_ENTRIES,
     CACHE_PROBES,
     CACHE_SEARCHES,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
 
-from providers.kernel_log.parse import TimeContext
+from providers.kernel_log.kernel.parse import TimeContext
 
 K = TypeVar("K")
 V = TypeVar("V")

@@ -12,6 +12,8 @@ import functools
 from dataclasses import dataclass
 from importlib import resources
 
+from providers.kernel_log.ranking import CATEGORY_RANK
+
 CATALOGUE_FILE = "xid_catalogue.csv"
 
 
@@ -25,32 +27,6 @@ class Points(enum.StrEnum):
     #: is not listed as unattributed
     UNKNOWN = "unknown"
 
-
-#: error_category token -> severity rank; a finding carries its highest-ranked category.
-CATEGORY_RANK: dict[str, int] = {
-    "gpu_off_bus": 100,  # the GPU is gone from PCIe: nothing on it can run until the machine is restarted
-    "gpu_memory": 90,  # uncorrectable ECC, row-remapping failure
-    "nvswitch": 80,  # fatal NVSwitch SXid
-    "nvlink": 70,  # NVLink errors on a GPU
-    "pcie": 60,  # uncorrectable PCIe AER error
-    "gpu_hardware": 50,  # other GPU hardware faults (micro-controller halt, init failure, fatal timeout)
-    "gpu_firmware": 40,  # GSP (GPU System Processor) RPC timeout or error: hardware or driver
-    "gpu_driver": 30,  # driver-side fault or driver verdict that needs a GPU reset or reboot
-    "application": 10,  # the job's own code: points at the job, not a node
-}
-
-#: what each category indicates, for the docs and for operators reading a finding
-CATEGORY_MEANING: dict[str, str] = {
-    "gpu_off_bus": "a GPU fell off the PCIe bus (Xid 79 or the driver's probe-time message); hardware or platform",
-    "gpu_memory": "uncorrectable GPU memory errors or a row-remapping failure; hardware",
-    "nvswitch": "a fatal NVSwitch error (SXid); hardware or fabric",
-    "nvlink": "a fatal NVLink error on a GPU (Xid 74, 136, 144-150, 155); hardware or interconnect",
-    "pcie": "an uncorrectable PCIe AER error or a PCIe fatal timeout on the node; hardware or platform",
-    "gpu_hardware": "another GPU hardware fault (micro-controller halt, init or probe failure, fatal timeout)",
-    "gpu_firmware": "a GSP firmware RPC timeout or GSP error (Xid 119, 120); hardware or driver",
-    "gpu_driver": "a driver-side GPU fault, or the driver's verdict that the GPU needs a reset or reboot",
-    "application": "an error NVIDIA attributes to the user application (RESTART_APP codes such as Xid 13, 31)",
-}
 
 _DECISIONS = {"node": Points.NODE, "job": Points.JOB, "none": Points.NOTHING}
 _FATALITY = {"non_fatal", "potentially_fatal", "always_fatal"}
@@ -132,5 +108,5 @@ def parse_catalogue(text: str) -> Catalogue:
 @functools.cache
 def catalogue() -> Catalogue:
     """The shipped catalogue, read once per process."""
-    text = resources.files("providers.kernel_log").joinpath("data", CATALOGUE_FILE).read_text(encoding="utf-8")
+    text = resources.files("providers.kernel_log.kernel").joinpath("data", CATALOGUE_FILE).read_text(encoding="utf-8")
     return parse_catalogue(text)

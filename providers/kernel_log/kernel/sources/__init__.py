@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from providers.base import Deadline, TraceContext
-from providers.kernel_log.collect import Collector
+from providers.kernel_log.kernel.collect import Collector
 
 
 class LogSource(Protocol):

@@ -1,8 +1,9 @@
-"""The job-log source of the kernel_log provider: its settings, its reading, and the kernel facts its rules need.
+"""Job-log sources (files; Loki in loki.py) and the result of the job-log rules that the provider merges.
 
 A job's own logs (`providers/kernel_log/joblog/`, described in `docs/job-logs.md`) are read beside the kernel logs
 when `ATTRIBUTION_JOB_LOG_DIR` (files) or `ATTRIBUTION_LOKI_JOB_SELECTOR` (Loki) is set; without either the provider
-answers from the kernel logs alone. `rules.attribute` merges what this module hands it with the kernel findings.
+answers from the kernel logs alone. `merge.merge` (at the provider's root) merges what this module hands it
+with the kernel conclusions.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from pathlib import Path
 from typing import Protocol
 
 from providers.base import AttributionRequest, Deadline, TraceContext
-from providers.kernel_log.collect import Collector, Window
 from providers.kernel_log.identity import NodeNames
 from providers.kernel_log.joblog import (
     JobLogConclusions,
@@ -22,10 +22,10 @@ from providers.kernel_log.joblog import (
     OomKill,
     ReadLimits,
     conclude,
-    oom_killed_pid,
     scan_job_logs,
 )
 from providers.kernel_log.joblog.nodes import NodeResolver
+from providers.kernel_log.window import Window
 
 #: notes of the job-log rules about precedence (what they kept as context, what they did not conclude because a
 #: node was named): they say nothing about telemetry that was missing, so they are not part of the answer's error
@@ -83,18 +83,6 @@ class JobLogResult:
     detected_at: datetime
 
 
-def oom_kills(collector: Collector, source: str) -> dict[str, list[OomKill]]:
-    """The OOM killer's kills in each node's kernel records (kernel-tagged lines only: the collector keeps no other)."""
-    kills: dict[str, list[OomKill]] = {}
-    for node, records in collector.records.items():
-        for record in records:
-            for line in record.lines:
-                pid = oom_killed_pid(line)
-                if pid is not None:
-                    kills.setdefault(node, []).append(OomKill(pid, record.observed_at, record.evidence, source))
-    return kills
-
-
 def job_log_result(
     request: AttributionRequest, nodes: Sequence[str], job_logs: JobLogs, kills: Mapping[str, Sequence[OomKill]],
     max_evidence: int,
@@ -105,4 +93,4 @@ def job_log_result(
     return JobLogResult(conclusions, frozenset(job_logs.logs), tuple(notes), request.failure_context.detected_at)
 
 
-__all__ = ["FileJobLogSource", "JobLogResult", "JobLogSource", "JobLogs", "job_log_result", "oom_kills", "resolver"]
+__all__ = ["FileJobLogSource", "JobLogResult", "JobLogSource", "JobLogs", "job_log_result", "resolver"]

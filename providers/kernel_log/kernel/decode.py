@@ -39,8 +39,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from providers.kernel_log.catalogue import Catalogue, Points, Row, catalogue
-from providers.kernel_log.parse import Record
+from providers.kernel_log.kernel.catalogue import Catalogue, Points, Row, catalogue
+from providers.kernel_log.kernel.parse import Record
 
 #: an SXid line without the Fatal/Non-fatal word continues its switch's latest record of that code only when logged
 #: this close to it (the driver writes a record's lines within milliseconds); a later one is decided on its own
