@@ -13,8 +13,8 @@ import pytest
 from app.boot import boot
 from app.settings import SettingsError
 from providers.base import Deadline
-from providers.kernel_log.check import epilog_node
 from providers.kernel_log.dcgm import results as epilog
+from providers.kernel_log.dcgm.check import epilog_node
 from tests.cli.trees import ROOT, SAMPLES, broken_tree, samples_env
 
 FAILED = "attribution-adapter check: failed: "

@@ -20,7 +20,7 @@ from providers.base import AttributionRequest, Deadline, TraceContext
 from providers.kernel_log.joblog import MAX_LINE_CHARS, NodeLog, ReadLimits
 from providers.kernel_log.joblog.lines import NodeParser
 from providers.kernel_log.joblog.source import JobLogs, resolver
-from providers.kernel_log.kernel.sources.loki import get_json, ns_span, read_entries
+from providers.kernel_log.loki.client import get_json, ns_span, read_entries
 from providers.kernel_log.loki.logql import SelectorTemplate, TemplateError, representable
 from providers.kernel_log.window import Window
 

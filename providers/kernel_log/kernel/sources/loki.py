@@ -1,4 +1,4 @@
-"""The `loki` source: Grafana Loki's `GET /loki/api/v1/query_range`, paged forward in time.
+"""The kernel signal's `loki` source: Grafana Loki's `GET /loki/api/v1/query_range`, paged forward in time.
 
 A scope's nodes are put into as few queries as fit: one `=~` alternation of the escaped names per query, each query
 URL at most `max_url_bytes` long once escaped and URL-encoded (the request-line buffer of the proxies Loki usually
@@ -7,22 +7,20 @@ sits behind is 8 KiB). The queries run side by side, at most `concurrency` at on
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import partial
-from typing import Any
 from urllib.parse import quote, urlencode
 
 import requests
-import urllib3.exceptions
 
 from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, SourceFailure, TraceContext
 from providers.kernel_log.kernel.collect import Collector
 from providers.kernel_log.kernel.parse import parse_line
+from providers.kernel_log.loki.client import SOURCE, encoded_length, get_json, ns_span, read_entries
 from providers.kernel_log.loki.fanout import NotFinished, fan_out
 from providers.kernel_log.loki.logql import (
     GROUP_CLOSE,
@@ -40,50 +38,15 @@ PLACEHOLDER = "{hosts}"
 #: the longest query URL sent (scheme, host, path and the encoded query string)
 MAX_URL_BYTES = 8 * 1024
 DEFAULT_CONCURRENCY = 8
-#: the largest answer body read for one page; a Loki that sends more is answering something else
-MAX_PAGE_BYTES = 32 * 1024 * 1024
-READ_CHUNK = 64 * 1024
 #: the time kept between the last query answer taken and the deadline, for attribution and the reply: this share
 #: of the time left when the scan starts, at most RESERVE_MAX_S
 RESERVE_SHARE = 0.1
 RESERVE_MAX_S = 0.25
-#: how errors name the source; the job-log source (loki_jobs.py) reads Loki through the same functions by its name
-SOURCE = "the Loki log source"
 MSG_TIMEOUT = f"{SOURCE} did not answer in time"
 MSG_UNREADABLE = f"{SOURCE} answered with an unreadable body"
 
 #: (scope node, ns timestamp, line) of one Loki entry
 Entry = tuple[str, int, str]
-
-
-#: the bytes a URL query value keeps as they are (RFC 3986 unreserved); every other byte becomes %XX
-_UNRESERVED = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
-
-
-def encoded_length(text: str) -> int:
-    """The length of `text` once URL-encoded as a query value (what `urlencode(..., quote_via=quote)` writes)."""
-    raw = text.encode("utf-8")
-    kept = len(raw) - len(raw.translate(None, _UNRESERVED))
-    return kept + 3 * (len(raw) - kept)
-
-
-MAX_NS = 2**63 - 1
-
-
-def _ns(value: datetime) -> int:
-    delta = value - datetime(1970, 1, 1, tzinfo=timezone.utc)
-    return (delta.days * 86400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
-
-
-def ns_span(first: datetime, last: datetime) -> tuple[int, int] | None:
-    """Loki's (start, exclusive end) in ns for the inclusive window first..last; None when it holds no instant.
-
-    Loki's times are 64-bit nanoseconds since 1970: a window reaching toward year 1 or 9999 is clipped to them, and
-    one wholly outside them holds no line.
-    """
-    start = max(0, _ns(first))
-    end = min(_ns(last) + 1, MAX_NS)
-    return (start, end) if end > start else None
 
 
 def _from_ns(value: int) -> datetime:
@@ -292,36 +255,6 @@ class LokiSource:
         return out, True
 
 
-def get_json(
-    session: requests.Session,
-    url: str,
-    headers: dict[str, str],
-    deadline: Deadline,
-    params: dict[str, str | int] | None = None,
-    source: str = SOURCE,
-) -> Any:
-    """One Loki answer as JSON, within the deadline; every failure a typed provider error naming `source`."""
-    if deadline.remaining() <= 0:
-        raise ProviderTimeoutError(f"{source} did not answer in time")
-    try:
-        with session.get(url, params=params, headers=headers, timeout=deadline.remaining(), stream=True) as response:
-            if response.status_code != 200:
-                raise ProviderProcessingError(
-                    f"{source} answered HTTP {response.status_code}", kind=SourceFailure.UNREADABLE
-                )
-            raw = _read_body(response, deadline, source)
-    except requests.Timeout as exc:
-        raise ProviderTimeoutError(f"{source} did not answer in time") from exc
-    except requests.RequestException as exc:
-        raise ProviderProcessingError(f"{source} could not be reached", kind=SourceFailure.UNREACHABLE) from exc
-    try:
-        return json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise ProviderProcessingError(
-            f"{source} answered with an unreadable body", kind=SourceFailure.MALFORMED
-        ) from exc
-
-
 def _describe(error: BaseException) -> str:
     if isinstance(error, NotFinished):
         return "unfinished at the deadline"
@@ -340,62 +273,3 @@ def _feed(collector: Collector, entries: list[Entry]) -> None:
         collector.add(node, _from_ns(ts), message, line, tag)
 
 
-def _read_body(response: requests.Response, deadline: Deadline, source: str) -> bytes:
-    """The whole body, read piece by piece so neither the deadline nor MAX_PAGE_BYTES can be outrun.
-
-    A timeout given to requests bounds each socket read, not the answer: a backend that trickles bytes would
-    otherwise hold this call, its connection and a provider thread long after the caller got its `timeout`.
-    """
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        if deadline.expired:
-            raise ProviderTimeoutError(f"{source} did not answer in time")
-        try:
-            chunk = response.raw.read1(READ_CHUNK, decode_content=True)
-        except urllib3.exceptions.ReadTimeoutError as exc:
-            raise ProviderTimeoutError(f"{source} did not answer in time") from exc
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise ProviderProcessingError(
-                f"{source} answered with an unreadable body", kind=SourceFailure.UNREACHABLE
-            ) from exc
-        if not chunk:
-            return b"".join(chunks)
-        size += len(chunk)
-        if size > MAX_PAGE_BYTES:
-            raise ProviderProcessingError(
-                f"{source} answered with a page larger than 32 MiB", kind=SourceFailure.MALFORMED
-            )
-        chunks.append(chunk)
-
-
-def read_entries(body: Any, host_label: str, source: str = SOURCE) -> tuple[list[tuple[str, int, str]], int]:
-    """(host, ns timestamp, line) of every entry with a host label, in time order, and the count of all entries."""
-    unreadable = ProviderProcessingError(f"{source} answered with an unreadable body", kind=SourceFailure.MALFORMED)
-    if not isinstance(body, dict) or body.get("status") != "success":
-        raise unreadable
-    data = body.get("data")
-    if not isinstance(data, dict) or data.get("resultType") != "streams" or not isinstance(data.get("result"), list):
-        raise unreadable
-    out: list[tuple[str, int, str]] = []
-    total = 0
-    for stream in data["result"]:
-        if not isinstance(stream, dict):
-            raise unreadable
-        labels = stream.get("stream")
-        values = stream.get("values")
-        if not isinstance(labels, dict) or not isinstance(values, list):
-            raise unreadable
-        host = labels.get(host_label)
-        for value in values:
-            # Loki 3 may add a third element (structured metadata); the first two are what counts.
-            if not isinstance(value, list) or len(value) < 2:
-                raise unreadable
-            ts_text, line = value[0], value[1]
-            if not isinstance(ts_text, str) or not isinstance(line, str) or not ts_text.isdigit():
-                raise unreadable
-            total += 1
-            if isinstance(host, str):
-                out.append((host, int(ts_text), line))
-    out.sort(key=lambda e: e[1])
-    return out, total
