@@ -13,8 +13,8 @@ from datetime import datetime
 from providers.base import AllJobResources, AttributionOutcome, Evidence, Finding, NodeTarget
 from providers.kernel_log.evidence import finding, merge_per_node, missing_message, outcome
 from providers.kernel_log.joblog import OomKill, oom_killed_pid
-from providers.kernel_log.joblog.rules import PRIMARY
 from providers.kernel_log.joblog.source import JobLogResult
+from providers.kernel_log.joblog.work import PRIMARY
 from providers.kernel_log.kernel.collect import Collector
 from providers.kernel_log.kernel.rules import KernelConclusions
 

@@ -11,8 +11,8 @@ import pytest
 from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError
 from providers.kernel_log.joblog import files
 from providers.kernel_log.joblog.files import JobLogRead, ReadLimits, parse_file_name, read_job_logs
-from providers.kernel_log.joblog.lines import MAX_LINE_CHARS
 from providers.kernel_log.joblog.nodes import exact_resolver, is_safe_component
+from providers.kernel_log.joblog.patterns import MAX_LINE_CHARS
 from tests.joblog import fixtures as fx
 from tests.joblog.support import deadline, write_tree
 

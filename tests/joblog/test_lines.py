@@ -7,14 +7,8 @@ import pytest
 
 from providers.kernel_log.joblog import cuda_errors
 from providers.kernel_log.joblog.cuda_errors import Meaning
-from providers.kernel_log.joblog.lines import (
-    IB_COMPLETION,
-    ExceptionKind,
-    GroupRank,
-    NetworkKind,
-    classify_exception,
-    oom_killed_pid,
-)
+from providers.kernel_log.joblog.patterns import IB_COMPLETION, classify_exception, oom_killed_pid
+from providers.kernel_log.joblog.records import ExceptionKind, GroupRank, NetworkKind
 from tests.joblog import fixtures as fx
 from tests.joblog.support import T0, cri, parse
 

@@ -6,9 +6,10 @@ import re._parser as sre_parse
 
 import pytest
 
-from providers.kernel_log.joblog import lines
-from providers.kernel_log.joblog.lines import MAX_LINE_CHARS, PATTERNS, NodeParser
+from providers.kernel_log.joblog import patterns as lines
+from providers.kernel_log.joblog.lines import NodeParser
 from providers.kernel_log.joblog.nodes import exact_resolver
+from providers.kernel_log.joblog.patterns import MAX_LINE_CHARS, PATTERNS
 from tests.joblog import fixtures as fx
 
 _REPEATS = (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT)

@@ -10,15 +10,9 @@ from datetime import timedelta
 import pytest
 
 from providers.base import MAX_EVIDENCE
-from providers.kernel_log.joblog.lines import oom_killed_pid
-from providers.kernel_log.joblog.rules import (
-    OOM_KILL_AFTER,
-    OOM_KILL_BEFORE,
-    SOURCE,
-    JobLogConclusions,
-    OomKill,
-    conclude,
-)
+from providers.kernel_log.joblog.patterns import oom_killed_pid
+from providers.kernel_log.joblog.rules import conclude
+from providers.kernel_log.joblog.work import OOM_KILL_AFTER, OOM_KILL_BEFORE, SOURCE, JobLogConclusions, OomKill
 from tests.joblog import fixtures as fx
 from tests.joblog.support import T0, cri, later, logs
 

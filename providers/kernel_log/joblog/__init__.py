@@ -20,17 +20,12 @@ from providers.kernel_log.joblog.files import (
     NodeRead,
     ReadLimits,
 )
-from providers.kernel_log.joblog.lines import MAX_LINE_CHARS, NodeLog, oom_killed_pid
 from providers.kernel_log.joblog.nodes import NodeResolver, ResolverFactory, exact_resolver
-from providers.kernel_log.joblog.rules import (
-    SOURCE,
-    JobConclusion,
-    JobLogConclusions,
-    NodeConclusion,
-    OomKill,
-    conclude,
-)
+from providers.kernel_log.joblog.patterns import MAX_LINE_CHARS, oom_killed_pid
+from providers.kernel_log.joblog.records import NodeLog
+from providers.kernel_log.joblog.rules import conclude
 from providers.kernel_log.joblog.scan import JobLogScan, scan_job_logs
+from providers.kernel_log.joblog.work import SOURCE, JobConclusion, JobLogConclusions, NodeConclusion, OomKill
 
 __all__ = [
     "MAX_GZ_INFLATED_BYTES",

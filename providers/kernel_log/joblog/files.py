@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, SourceFailure
-from providers.kernel_log.joblog.lines import MAX_LINE_CHARS  # longer lines are cut before the parser sees them
 from providers.kernel_log.joblog.nodes import NodeResolver, is_safe_component
+from providers.kernel_log.joblog.patterns import MAX_LINE_CHARS  # longer lines are cut before the parser sees them
 
 log = logging.getLogger("attribution_adapter.kernel_log.joblog")
 

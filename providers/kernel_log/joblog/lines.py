@@ -1,406 +1,73 @@
-"""Job-log lines: collector prefixes, rank markers, and the failure records of PyTorch, NCCL and torchelastic.
+"""Job-log lines: the node parser, which reads a node's lines oldest first into a `NodeLog`.
 
 A node's file holds the interleaved output of every rank that ran there, as a log collector wrote it. `NodeParser`
 takes its lines oldest first and keeps, bounded, what the rules need: which ranks wrote there, NCCL watchdog
 timeouts and their sequence numbers, PyTorch's desync report, torchelastic's failure summary, NCCL network
-warnings, CUDA errors and the last Python traceback of each rank.
-
-Every regular expression here is applied with `match` at a known position (found with `str.find`), every
-quantifier is bounded and possessive, and no quantifier holds another one that can repeat: a match costs at most
-one pass over the (bounded) line, whatever the line holds. `tests/joblog/test_patterns.py` checks this on the
-compiled patterns. Formats and the public reports they were taken from are listed in `docs/job-logs.md`.
+warnings, CUDA errors and the last Python traceback of each rank. The line shapes are in `patterns.py`, the
+records it keeps in `records.py`.
 """
 
 from __future__ import annotations
 
-import enum
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import datetime
 from typing import Any
 
-from providers.kernel_log.joblog import cuda_errors
-from providers.kernel_log.joblog.cuda_errors import CudaErrorKind
 from providers.kernel_log.joblog.nodes import NodeResolver
-
-#: characters of one line ever looked at; the reader cuts longer lines before they get here
-MAX_LINE_CHARS = 16 * 1024
-#: how far into a line a rank prefix or a process-group marker is looked for
-PREFIX_SCAN = 512
-#: records of one kind kept per node (a log that repeats a line forever must not grow memory)
-MAX_RECORDS = 4096
-#: lines of one traceback, torchelastic entry or CRI partial line followed at most
-MAX_BLOCK_LINES = 512
-#: characters kept of a record's line (the contract's evidence bound)
-MAX_TEXT = 4096
-
-# ---------------------------------------------------------------- patterns
-
-_TS = (
-    r"(?P<date>\d{4}-\d{2}-\d{2})[T ](?P<clock>\d{2}:\d{2}:\d{2})(?:[.,](?P<frac>\d{1,9}+))?+"
-    r"(?P<zone>Z|[+-]\d{2}:?+\d{2})?+"
+from providers.kernel_log.joblog.patterns import (
+    CRI,
+    CRI_HOST,
+    DESYNC_LAGGING,
+    DESYNC_MISSING,
+    ELASTIC_ENTRY,
+    ELASTIC_EXIT,
+    ELASTIC_FIELD,
+    ELASTIC_RANK,
+    ELASTIC_SIGNAL,
+    ELASTIC_TIME,
+    EXCEPTION_HEAD,
+    IB_COMPLETION,
+    MARKER,
+    MAX_BLOCK_LINES,
+    MAX_LINE_CHARS,
+    MAX_RECORDS,
+    MAX_TEXT,
+    NCCL_ORIGIN,
+    PEER_AFTER,
+    PREFIX_SCAN,
+    PROGRESS_DETECTED,
+    PROGRESS_DUMP,
+    PROGRESS_SEQ_ID,
+    PROGRESS_TIMEOUT,
+    RANK_PREFIX,
+    ROLE_PREFIX,
+    SRUN_LABEL,
+    STAMP,
+    VERBS_CALL,
+    WATCHDOG,
+    WATCHDOG_TAIL,
+    _ranks_list,
+    classify_exception,
+    cuda_error_in,
+    parse_stamp,
+    sanitize,
 )
-#: Kubernetes CRI (`<RFC 3339> stdout|stderr F|P <line>`), also with the host a collector put after the time
-CRI = re.compile(_TS + r" (?P<stream>stdout|stderr) (?P<flag>[FP]) ")
-CRI_HOST = re.compile(_TS + r" (?P<host>[^\s]{1,253}+) (?P<stream>stdout|stderr) (?P<flag>[FP]) ")
-#: any other collector that starts a line with an RFC 3339 time (and maybe `stdout`/`stderr`)
-STAMP = re.compile(_TS + r" (?:(?:stdout|stderr) )?+")
-#: `srun --label` puts the task number before each line
-SRUN_LABEL = re.compile(r" {0,8}+\d{1,7}+: ")
-#: PyTorch 2.2+ puts the global rank before every line a rank writes
-RANK_PREFIX = re.compile(r"\[rank(?P<rank>\d{1,9}+)\]:")
-#: torchrun's own per-worker prefix, `[<role><local rank>]:` (a local rank: never used as a rank)
-ROLE_PREFIX = re.compile(r"\[[A-Za-z_][A-Za-z0-9_-]{0,63}+\]:")
-#: ProcessGroupNCCL's log prefix: `[Rank N]`, `[PG 1 Rank N]`, `[PG 0 (default_pg) Rank N]`,
-#: `[PG ID 0 PG GUID 0(default_pg) Rank N]` (N is the rank within that process group)
-MARKER = re.compile(
-    r"\[(?:PG (?:ID )?+(?P<pg>\d{1,9}+)(?: PG GUID (?P<guid>[^\]\s]{1,128}+)| \((?P<name>[^)\]]{1,128}+)\))?+ )?+"
-    r"Rank (?P<rank>\d{1,9}+)\]"
+from providers.kernel_log.joblog.records import (
+    CudaError,
+    DesyncReport,
+    ElasticFailure,
+    GroupRank,
+    LogLine,
+    NcclNetworkError,
+    NetworkKind,
+    NodeLog,
+    PythonTraceback,
+    RankSighting,
+    WatchdogTimeout,
+    WorkProgress,
 )
-WATCHDOG = re.compile(
-    r"Watchdog caught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>\d{1,19}+), )?+"
-    r"OpType=(?P<op>[A-Z_]{1,40}+)"
-)
-WATCHDOG_TAIL = re.compile(
-    r"Timeout\(ms\)=(?P<timeout>\d{1,12}+)\) ran for (?P<ran>\d{1,15}+) milliseconds before timing out"
-)
-#: the watchdog's progress line in its four real shapes (PyTorch 2.3 to 2.7), each matched where its text starts
-_NUMBERS = r"(?P<enq>-?+\d{1,19}+), last completed NCCL work: (?P<done>-?+\d{1,19}+)"
-PROGRESS_DETECTED = re.compile(
-    r"detected by watchdog at work: (?P<work>-?+\d{1,19}+), last enqueued NCCL work: " + _NUMBERS
-)
-PROGRESS_TIMEOUT = re.compile(r"Timeout at NCCL work: (?P<work>-?+\d{1,19}+), last enqueued NCCL work: " + _NUMBERS)
-PROGRESS_SEQ_ID = re.compile(
-    r"failure detected by watchdog at work sequence id: (?P<work>-?+\d{1,19}+) PG status: "
-    r"last enqueued work: (?P<enq>-?+\d{1,19}+), last completed work: (?P<done>-?+\d{1,19}+)"
-)
-PROGRESS_DUMP = re.compile(r"Last enqueued NCCL work: " + _NUMBERS)
-#: PyTorch's desync report (TORCH_NCCL_DESYNC_DEBUG), ranks within the process group
-DESYNC_LAGGING = re.compile(
-    r"(?:- )?+\[(?P<ranks>[0-9, ]{1,8192}+)\] (?:joined but didn't finish collective #(?P<started>\d{1,19}+)"
-    r"|finished collective #(?P<finished>\d{1,19}+), but didn't join collective #\d{1,19}+)"
-)
-DESYNC_MISSING = re.compile(
-    r"To our best knowledge, ranks \[(?P<ranks>[0-9, ]{1,8192}+)\] are the lagging ranks "
-    r"that caused this timeout"
-)
-#: torchelastic's failure summary (ChildFailedError)
-ELASTIC_FIELD = re.compile(
-    r" {2}(?P<key>time|host|rank|exitcode|error_file|traceback) {0,8}+: ?+(?P<value>[^\n]{0,4096}+)"
-)
-ELASTIC_ENTRY = re.compile(r"\[(?P<idx>\d{1,6}+)\]:")
-ELASTIC_RANK = re.compile(r"(?P<rank>\d{1,9}+) \(local_rank: (?P<local>\d{1,9}+)\)")
-ELASTIC_EXIT = re.compile(r"(?P<code>-?+\d{1,4}+) \(pid: (?P<pid>\d{1,10}+)\)")
-ELASTIC_SIGNAL = re.compile(r"Signal (?P<num>\d{1,3}+) \((?P<name>[A-Z0-9_<>/]{1,16}+)\) received by PID")
-ELASTIC_TIME = re.compile(r"(?P<date>\d{4}-\d{2}-\d{2})_(?P<clock>\d{2}:\d{2}:\d{2})")
-#: NCCL's debug prefix `<host>:<pid>:<tid> [<cuda dev>]`
-NCCL_ORIGIN = re.compile(r"(?P<host>[^\s:]{1,253}+):(?P<pid>\d{1,10}+):(?P<tid>\d{1,10}+)")
-IB_COMPLETION = re.compile(
-    r"NET/IB[A-Za-z]{0,8}+ ?+: ?+Got completion from peer (?P<peer>[^\s]{1,300}+) "
-    r"with (?:error |status=)(?P<status>\d{1,4}+)"
-)
-PEER_AFTER = re.compile(r" ?+(?P<peer>[^\s]{1,300}+)")
-VERBS_CALL = re.compile(r"Call to (?P<call>ibv_[a-z_]{1,64}+) failed")
-CUDA_ERROR_TEXT = re.compile(r"CUDA error: (?P<msg>[^\n]{1,512}+)")
-CUDA_FAILURE = re.compile(r"Cuda failure (?:\d{1,4}+ )?+'(?P<msg>[^']{1,512}+)'")
-CUDA_SEARCH_HINT = re.compile(r"Search for `(?P<name>cudaError[A-Za-z]{1,64}+)'")
-CUDA_DRIVER_NAME = re.compile(r"(?P<name>CUDA_ERROR_[A-Z_]{1,64}+)")
-OLD_CUDA_RUNTIME = re.compile(r"cuda runtime error \(\d{1,4}+\) : (?P<msg>[^\n]{1,512}+)")
-#: the kernel OOM killer's victim (`Out of memory: Killed process N`, `Memory cgroup out of memory: Killed
-#: process N`, older `Killed process N (comm)`)
-OOM_KILLED = re.compile(r"Killed process (?P<pid>\d{1,10}+)")
-#: a Python exception line: a dotted name, then `:` or the end of the line
-EXCEPTION_HEAD = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.]{0,199}+)(?::|$)")
-
-#: every pattern, for the construction check
-PATTERNS: tuple[re.Pattern[str], ...] = (
-    CRI, CRI_HOST, STAMP, SRUN_LABEL, RANK_PREFIX, ROLE_PREFIX, MARKER, WATCHDOG, WATCHDOG_TAIL,
-    PROGRESS_DETECTED, PROGRESS_TIMEOUT, PROGRESS_SEQ_ID, PROGRESS_DUMP, DESYNC_LAGGING, DESYNC_MISSING,
-    ELASTIC_FIELD, ELASTIC_ENTRY, ELASTIC_RANK, ELASTIC_EXIT, ELASTIC_SIGNAL, ELASTIC_TIME, NCCL_ORIGIN,
-    IB_COMPLETION, PEER_AFTER, VERBS_CALL, CUDA_ERROR_TEXT, CUDA_FAILURE, CUDA_SEARCH_HINT, CUDA_DRIVER_NAME,
-    OLD_CUDA_RUNTIME, OOM_KILLED, EXCEPTION_HEAD,
-)
-
-_CONTROL = {c: "\ufffd" for c in range(0x20) if c != 0x09} | {0x7F: "\ufffd", 0x00: None}
-_CSI = re.compile(r"\x1b\[[0-9;?]{0,32}+[ -/]{0,4}+[@-~]")
-
-# ---------------------------------------------------------------- records
-
-
-@dataclass(frozen=True, slots=True)
-class LogLine:
-    """One line as evidence: its text, the time a collector stamped on it (if any, with a zone) and its position."""
-
-    text: str
-    observed_at: datetime | None
-    number: int
-
-
-@dataclass(frozen=True, slots=True)
-class GroupRank:
-    """A ProcessGroupNCCL marker: the process group's id (None for `[Rank N]`) and the rank within it."""
-
-    pg: str | None
-    rank: int
-
-    @property
-    def default_group(self) -> bool:
-        """The default process group (id 0, `default_pg`), whose ranks are the global ranks."""
-        return self.pg == "0"
-
-
-@dataclass(frozen=True, slots=True)
-class WatchdogTimeout:
-    line: LogLine
-    rank: int | None  # global rank, from the `[rankN]:` prefix
-    group: GroupRank | None
-    seq: int | None
-    op: str
-    timeout_ms: int
-    ran_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class WorkProgress:
-    """A watchdog line with the process group's `last enqueued` / `last completed` work numbers."""
-
-    line: LogLine
-    rank: int | None
-    group: GroupRank | None
-    work: int | None
-    last_enqueued: int
-    last_completed: int
-
-
-@dataclass(frozen=True, slots=True)
-class DesyncReport:
-    """Ranks PyTorch's desync report names as lagging, within the process group of the reporting line."""
-
-    line: LogLine
-    reporter: int | None  # global rank of the rank that printed it
-    group: GroupRank | None  # the reporter's next marker: which process group the named ranks belong to
-    lagging: tuple[int, ...]
-
-
-class ExceptionKind(enum.StrEnum):
-    APPLICATION = "application"  # the program raised it
-    COMMUNICATION = "communication"  # a collective, the store or a peer failed under it: a consequence
-    CUDA = "cuda"  # a CUDA error (classified by the CUDA table)
-    LAUNCHER = "launcher"  # torchrun's own (ChildFailedError, SignalException)
-
-
-@dataclass(frozen=True, slots=True)
-class PythonTraceback:
-    line: LogLine  # the exception line
-    rank: int | None
-    first: LogLine
-    last_frame: str | None
-    exception: str
-    kind: ExceptionKind
-
-
-@dataclass(frozen=True, slots=True)
-class ElasticFailure:
-    """One entry of torchelastic's failure summary."""
-
-    root: bool
-    lines: tuple[LogLine, ...]
-    host: str | None
-    host_node: str | None  # the scope node `host` names, or None
-    rank: int | None
-    local_rank: int | None
-    exitcode: int | None
-    pid: int | None
-    signal: str | None  # e.g. SIGKILL, when the process died of a signal
-    time_text: str | None  # torchelastic's own time: the launcher's local time, no zone
-    traceback_exception: str | None  # the exception line of the traceback in the entry, if it holds one
-    traceback_kind: ExceptionKind | None
-
-    @property
-    def reported_at(self) -> datetime | None:
-        """The first collector time (with a zone) on the entry's lines."""
-        return next((ln.observed_at for ln in self.lines if ln.observed_at is not None), None)
-
-
-class NetworkKind(enum.StrEnum):
-    IB_COMPLETION = "ib_completion"  # NET/IB work completion with an error status
-    PEER_CLOSED = "peer_closed"  # a socket peer closed or reset the connection
-    CONNECT = "connect"  # connecting to a peer failed
-    VERBS_CALL = "verbs_call"  # a local ibv_* call failed
-
-
-@dataclass(frozen=True, slots=True)
-class NcclNetworkError:
-    line: LogLine
-    kind: NetworkKind
-    host: str | None  # the host NCCL names in its prefix
-    peer: str | None  # the peer as the line names it (`ip<port>` or `host<port>`)
-    peer_node: str | None  # the scope node the peer's name names, when it is a name and matches
-    status: int | None  # the ibv work-completion status (12 is IBV_WC_RETRY_EXC_ERR)
-
-
-@dataclass(frozen=True, slots=True)
-class CudaError:
-    line: LogLine
-    rank: int | None
-    group: GroupRank | None
-    kind: CudaErrorKind | None  # None: a CUDA error the table does not know (points at nothing by itself)
-    text: str  # the error text as logged
-
-
-@dataclass(frozen=True, slots=True)
-class RankSighting:
-    """Where a rank's own lines were seen in one node's file."""
-
-    lines: int
-    last: LogLine
-    marker_only: bool  # only `[Rank N]` markers (no `[rankN]:` prefix) named it
-
-
-@dataclass(frozen=True)
-class NodeLog:
-    """What one node's job-log tail holds, for the rules."""
-
-    node: str
-    lines: int
-    ranks: dict[int, RankSighting]
-    timeouts: tuple[WatchdogTimeout, ...]
-    progress: tuple[WorkProgress, ...]
-    desync: tuple[DesyncReport, ...]
-    failures: tuple[ElasticFailure, ...]
-    network: tuple[NcclNetworkError, ...]
-    cuda: tuple[CudaError, ...]
-    tracebacks: tuple[PythonTraceback, ...]
-    #: some kind of record exceeded MAX_RECORDS and later ones were dropped
-    records_cut: bool = False
-
-
-# ---------------------------------------------------------------- small parsers
-
-
-def parse_stamp(match: re.Match[str]) -> datetime | None:
-    """The UTC time of a `_TS` match, or None when it carries no zone (it cannot be placed in time)."""
-    zone = match.group("zone")
-    if zone is None:
-        return None
-    try:
-        y, mo, d = (int(x) for x in match.group("date").split("-"))
-        h, mi, s = (int(x) for x in match.group("clock").split(":"))
-        frac = match.group("frac") or ""
-        micro = int((frac + "000000")[:6])
-        if zone == "Z":
-            tz: timezone = UTC
-        else:
-            digits = zone[1:].replace(":", "")
-            offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
-            tz = timezone(offset if zone[0] == "+" else -offset)
-        return datetime(y, mo, d, h, mi, s, micro, tzinfo=tz).astimezone(UTC)
-    except ValueError:
-        return None
-
-
-def sanitize(raw: str) -> str:
-    """A line fit to show: bounded, no CR at the end, no NUL, no terminal escapes, other controls replaced."""
-    line = raw[:MAX_LINE_CHARS]
-    if line.endswith("\r"):
-        line = line[:-1]
-    if "\x1b" in line:
-        line = _CSI.sub("", line)
-    if not line.isprintable():
-        line = line.translate(_CONTROL)
-    return line
-
-
-def oom_killed_pid(kernel_message: str) -> int | None:
-    """The pid of the OOM killer's victim in one kernel log message, or None.
-
-    For the provider's kernel side: it turns its kernel lines into `rules.OomKill` inputs. Only lines whose
-    syslog tag is `kernel` may be given (any program can `logger` this text).
-    """
-    text = kernel_message[:MAX_LINE_CHARS]
-    pos = text.find("Killed process ")
-    if pos < 0:
-        return None
-    m = OOM_KILLED.match(text, pos)
-    return int(m.group("pid")) if m else None
-
-
-def classify_exception(exception: str) -> ExceptionKind:
-    """What a traceback's final exception line says about who failed."""
-    head = exception.split(":", 1)[0].strip()
-    if _cuda_text(exception):
-        return ExceptionKind.CUDA
-    if head.endswith(("ChildFailedError", "SignalException")):
-        return ExceptionKind.LAUNCHER
-    if head.endswith(("DistBackendError", "DistNetworkError", "DistStoreError", "DistError")) or any(
-        marker in exception for marker in _COMMUNICATION_MARKERS
-    ):
-        return ExceptionKind.COMMUNICATION
-    return ExceptionKind.APPLICATION
-
-
-#: exception texts raised by the communication stack, not by the program: they follow someone else's failure
-_COMMUNICATION_MARKERS = (
-    "NCCL error",
-    "NCCL communicator was aborted",
-    "Watchdog caught collective operation timeout",
-    "ProcessGroupNCCL",
-    "Connection reset by peer",
-    "Connection closed by peer",
-    "Socket Timeout",
-)
-
-
-def _cuda_text(text: str) -> bool:
-    return (
-        "CUDA error" in text
-        or "CUDA out of memory" in text
-        or "Cuda failure" in text
-        or "CUDA_ERROR_" in text
-        or "cuda runtime error" in text
-    )
-
-
-def cuda_error_in(text: str) -> tuple[CudaErrorKind | None, str] | None:
-    """(kind or None, the error text) of the CUDA error a line reports, or None when it reports none."""
-    if not _cuda_text(text) and "cudaError" not in text:
-        return None
-    pos = text.find("Search for `cudaError")
-    if pos >= 0:
-        m = CUDA_SEARCH_HINT.match(text, pos)
-        if m and m.group("name") in cuda_errors.BY_NAME:
-            kind = cuda_errors.BY_NAME[m.group("name")]
-            return kind, m.group("name")
-    pos = text.find("CUDA_ERROR_")
-    if pos >= 0:
-        m = CUDA_DRIVER_NAME.match(text, pos)
-        if m:
-            return cuda_errors.BY_NAME.get(m.group("name")), m.group("name")
-    if "CUDA out of memory" in text:
-        return cuda_errors.BY_NAME["cudaErrorMemoryAllocation"], "CUDA out of memory"
-    for needle, pattern in (
-        ("CUDA error: ", CUDA_ERROR_TEXT),
-        ("Cuda failure ", CUDA_FAILURE),
-        ("cuda runtime error (", OLD_CUDA_RUNTIME),
-    ):
-        pos = text.find(needle)
-        if pos >= 0:
-            m = pattern.match(text, pos)
-            if m:
-                message = m.group("msg").strip()
-                return cuda_errors.kind_for_message(message), message
-    return None
-
-
-def _ranks_list(text: str) -> tuple[int, ...]:
-    out = []
-    for part in text.split(","):
-        part = part.strip()
-        if part.isdigit() and len(part) <= 9:
-            out.append(int(part))
-    return tuple(out)
-
 
 # ---------------------------------------------------------------- the node parser
 
@@ -463,7 +130,6 @@ class NodeParser:
         self._network: list[NcclNetworkError] = []
         self._cuda: list[CudaError] = []
         self._tracebacks: list[PythonTraceback] = []
-        self._cut = False
         self._open_tracebacks: dict[int | None, _Traceback] = {}
         self._elastic_section: bool | None = None  # None: outside a summary; else "in the root cause section"
         self._elastic_entry: _ElasticEntry | None = None
@@ -536,7 +202,6 @@ class NodeParser:
             network=tuple(self._network),
             cuda=tuple(self._cuda),
             tracebacks=tuple(self._tracebacks),
-            records_cut=self._cut,
         )
 
     # ------------------------------------------------------------ prefixes
@@ -615,7 +280,6 @@ class NodeParser:
         seen = self._seen.get(rank)
         if seen is None:
             if len(self._seen) >= MAX_RECORDS:
-                self._cut = True
                 return
             self._seen[rank] = [1, self._number, text, stamp, marker_only]
         else:
@@ -626,8 +290,6 @@ class NodeParser:
     def _keep(self, records: list[Any], record: object) -> None:
         if len(records) < MAX_RECORDS:
             records.append(record)
-        else:
-            self._cut = True
 
     # ------------------------------------------------------------ records
 
@@ -904,3 +566,4 @@ def parse_lines(node: str, lines: list[str], resolve: NodeResolver) -> NodeLog:
     for raw in lines:
         parser.feed(raw)
     return parser.result()
+

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from providers.base import Deadline
 from providers.kernel_log.joblog.files import JobLogRead, LineSink, ReadLimits, read_job_logs
-from providers.kernel_log.joblog.lines import NodeLog, NodeParser
+from providers.kernel_log.joblog.lines import NodeParser
 from providers.kernel_log.joblog.nodes import ResolverFactory, exact_resolver
+from providers.kernel_log.joblog.records import NodeLog
 
 
 @dataclass(frozen=True)
