@@ -504,11 +504,11 @@ def test_a_live_log_appended_between_requests_keeps_its_blocks_and_stays_exact(t
     """A live kern.log grows between requests (modified just now, the same inode): the blocks read before and the
     search made before stand once the bytes before its former end are found unchanged; a file rewritten in place or
     truncated and regrown starts afresh. Every answer is the line-by-line one."""
-    from providers.kernel_log.kernel.sources import files
+    from providers.kernel_log.kernel.sources import search
 
     probes: list[int] = []
-    real_probe = files._probe
-    monkeypatch.setattr(files, "_probe", lambda f, pos, *rest: probes.append(pos) or real_probe(f, pos, *rest))
+    real_probe = search._probe
+    monkeypatch.setattr(search, "_probe", lambda f, pos, *rest: probes.append(pos) or real_probe(f, pos, *rest))
     path = tmp_path / "worker-01" / "kern.log"
     path.parent.mkdir()
     start = DETECTED - timedelta(minutes=40)
@@ -580,7 +580,7 @@ def test_a_search_asked_again_is_answered_from_the_files_facts(tmp_path: Path) -
     are bounded."""
     from providers.kernel_log.kernel.parse import DEFAULT_CONTEXT
     from providers.kernel_log.kernel.sources import facts as kept
-    from providers.kernel_log.kernel.sources import files
+    from providers.kernel_log.kernel.sources import search
 
     path = tmp_path / "worker-01" / "kern.log"
     _long_noise(path)
@@ -588,10 +588,10 @@ def test_a_search_asked_again_is_answered_from_the_files_facts(tmp_path: Path) -
     counted = Collector(nodes=("worker-01",), window=Window(DETECTED, DETECTED))
     fd = os.open(path, os.O_RDONLY)
     try:
-        plain = files._Plain(fd, counted)
+        plain = search.PlainFile(fd, counted)
         size = path.stat().st_size
         targets = [DETECTED - timedelta(minutes=m) for m in range(2 * kept.CACHE_SEARCHES)]
-        found = [files._search(plain, size, t, deadline(), DEFAULT_CONTEXT, facts) for t in targets]
+        found = [search.search_offset(plain, size, t, deadline(), DEFAULT_CONTEXT, facts) for t in targets]
 
         class NoReads:
             def read(self, size: int) -> bytes:
@@ -600,7 +600,7 @@ def test_a_search_asked_again_is_answered_from_the_files_facts(tmp_path: Path) -
             def seek(self, offset: int) -> None:
                 raise AssertionError("probed again")
 
-        assert files._search(NoReads(), size, targets[0], deadline(), DEFAULT_CONTEXT, facts) == found[0]  # type: ignore[arg-type]
+        assert search.search_offset(NoReads(), size, targets[0], deadline(), DEFAULT_CONTEXT, facts) == found[0]  # type: ignore[arg-type]
         assert len(facts.searches) == kept.CACHE_SEARCHES
         assert found == sorted(found, reverse=True) and len(set(found)) > 1  # earlier targets, earlier offsets
     finally:
