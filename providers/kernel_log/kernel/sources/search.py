@@ -4,7 +4,6 @@ timestamp shapes whose lines are counted from their stamps alone (see files.py).
 from __future__ import annotations
 
 import gzip
-import logging
 import os
 import re
 from bisect import bisect_left, bisect_right
@@ -26,8 +25,6 @@ from providers.kernel_log.kernel.sources.facts import (
     FileFacts,
 )
 
-log = logging.getLogger("attribution_adapter.kernel_log")
-
 #: lines are expected in time order within this much (a relay's queue or several senders in one file may
 #: interleave slightly); the search starts this much early and reading stops this much late
 ORDER_SLACK = timedelta(seconds=60)
@@ -37,31 +34,6 @@ SEARCH_BLOCK = 4 * 1024
 PROBE_CHUNK = 1024
 PROBE_LIMIT = 64 * 1024
 READ_CHUNK = 16 * 1024
-#: a "line" longer than this is cut: it is not a syslog line and must not grow the buffer without bound
-MAX_LINE = 1024 * 1024
-#: default base names of files that hold many hosts
-DEFAULT_COMBINED = ("kern.log", "kernel.log", "syslog", "messages", "all.log")
-
-
-#: lines are expected in time order within this much (a relay's queue or several senders in one file may
-#: interleave slightly); the search starts this much early and reading stops this much late
-ORDER_SLACK = timedelta(seconds=60)
-
-
-#: the binary search stops narrowing below this many bytes and scans forward from there
-SEARCH_BLOCK = 4 * 1024
-
-
-#: bytes read at one probe of the search, and at most per probe when looking for a parseable line
-PROBE_CHUNK = 1024
-
-
-PROBE_LIMIT = 64 * 1024
-
-
-READ_CHUNK = 16 * 1024
-
-
 #: a "line" longer than this is cut: it is not a syslog line and must not grow the buffer without bound
 MAX_LINE = 1024 * 1024
 
