@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 from app.settings import PREFIX, SERVICE_SETTINGS, SettingsError
 from providers import BUILTIN_PROVIDERS, PROVIDER_SETTING, declared_settings
+from providers.settings import names
 
 #: how alike (difflib ratio of the names after the prefix) a suggestion must be
 SUGGEST_CUTOFF = 0.6
@@ -27,7 +28,7 @@ NEAR_MISS = 0.85
 
 def builtin_declarations() -> dict[str, frozenset[str]]:
     """Owner ("service" or a built-in provider's name) -> the names it declares."""
-    owners = {"service": frozenset(SERVICE_SETTINGS)}
+    owners = {"service": names(SERVICE_SETTINGS)}
     for name in sorted(BUILTIN_PROVIDERS):
         owners[name] = declared_settings(name) or frozenset()
     return owners

@@ -10,6 +10,7 @@ import importlib
 from collections.abc import Callable, Mapping
 
 from providers.base import Provider, ProviderConstructionError
+from providers.settings import names
 
 ProviderFactory = Callable[[Mapping[str, str]], Provider]
 
@@ -45,7 +46,8 @@ def _resolve(path: str, shown: str) -> ProviderFactory:
 
 def declared_settings(name: str) -> frozenset[str] | None:
     """The `ATTRIBUTION_*` names the provider `name` reads, from the `SETTINGS` of the module before the colon of
-    its `module:attribute` path (for a built-in name, of its registry path): an iterable of variable names.
+    its `module:attribute` path (for a built-in name, of its registry path): an iterable of `providers.settings.Setting`
+    declarations or of plain variable names.
 
     None when that module declares no `SETTINGS` or cannot be imported (`load_provider` then names the problem).
     """
@@ -60,7 +62,7 @@ def declared_settings(name: str) -> frozenset[str] | None:
     declared = getattr(module, "SETTINGS", None)
     if declared is None:
         return None
-    return frozenset(str(item) for item in declared)
+    return names(declared)
 
 
 def load_provider(name: str | None, options: Mapping[str, str]) -> Provider:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -25,14 +24,20 @@ from providers.base import (
     TraceContext,
 )
 from providers.fact.client import PRINTABLE_ATTRIBUTOR_ID, FactClient, translate
+from providers.settings import Setting, SettingError
 
 log = logging.getLogger("attribution_adapter.providers.fact")
 
-ENDPOINT = "ATTRIBUTION_FACT_ENDPOINT"
-MAX_EVIDENCE_SETTING = "ATTRIBUTION_FACT_MAX_EVIDENCE"
-#: every setting this provider reads (the registry checks `ATTRIBUTION_*` names against it at boot)
-SETTINGS: tuple[str, ...] = (ENDPOINT, MAX_EVIDENCE_SETTING)
-DEFAULT_MAX_EVIDENCE = 8
+ENDPOINT_SETTING = Setting(
+    "ATTRIBUTION_FACT_ENDPOINT", "the FACT service's http(s) URL", unset="(required for `fact`)"
+)
+MAX_EVIDENCE_SETTING = Setting(
+    "ATTRIBUTION_FACT_MAX_EVIDENCE", "FACT symptoms kept as evidence per finding; 0 keeps none", 8, 0, MAX_EVIDENCE
+)
+ENDPOINT = ENDPOINT_SETTING.name
+#: every setting this provider reads (the registry checks `ATTRIBUTION_*` names against it at boot; a test checks
+#: the README's table against it)
+SETTINGS: tuple[Setting, ...] = (ENDPOINT_SETTING, MAX_EVIDENCE_SETTING)
 MISSING_PACKAGE = (
     "the fact provider needs the private package fact_client, which is not installed; "
     "see the optional deployment guide, docs/deploy.md"
@@ -44,7 +49,7 @@ MSG_NO_ATTRIBUTOR = "the session carries no FACT attributor id to continue; star
 
 
 def _endpoint(options: Mapping[str, str]) -> str:
-    raw = (options.get(ENDPOINT) or "").strip()
+    raw = ENDPOINT_SETTING.text(options) or ""
     if not raw:
         raise ProviderConstructionError(f"{ENDPOINT} is not set: the fact provider needs FACT's http(s) URL")
     # The value is not echoed: an operator may have put credentials in it.
@@ -61,12 +66,10 @@ def _endpoint(options: Mapping[str, str]) -> str:
 
 
 def _max_evidence(options: Mapping[str, str]) -> int:
-    raw = (options.get(MAX_EVIDENCE_SETTING) or "").strip()
-    if not raw:
-        return DEFAULT_MAX_EVIDENCE
-    if not re.fullmatch(r"\d+", raw) or not 0 <= int(raw) <= MAX_EVIDENCE:
-        raise ProviderConstructionError(f"{MAX_EVIDENCE_SETTING}={raw!r} is not an integer in 0..{MAX_EVIDENCE}")
-    return int(raw)
+    try:
+        return MAX_EVIDENCE_SETTING.integer(options)
+    except SettingError as exc:
+        raise ProviderConstructionError(str(exc)) from None
 
 
 def _import_client_package() -> Any:

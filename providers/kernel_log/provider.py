@@ -3,22 +3,15 @@
 from __future__ import annotations
 
 import logging
-import re
-import zoneinfo
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, timedelta, tzinfo
-from pathlib import Path
 
 from providers.base import (
-    MAX_EVIDENCE,
     AttributionOutcome,
     AttributionRequest,
     CheckReport,
     Deadline,
     ErrorType,
     Provider,
-    ProviderConstructionError,
     ProviderError,
     ProviderProcessingError,
     TraceContext,
@@ -28,207 +21,19 @@ from providers.kernel_log.answers import AnswerCache
 from providers.kernel_log.dcgm import results as epilog
 from providers.kernel_log.dcgm.rules import attribute_epilog
 from providers.kernel_log.identity import NodeNames, scope_names
-from providers.kernel_log.joblog import MAX_NODE_BYTES, MAX_REQUEST_BYTES, ReadLimits
-from providers.kernel_log.joblog.loki import LokiJobLogSource, template_problem
-from providers.kernel_log.joblog.source import FileJobLogSource, JobLogs, JobLogSource, job_log_result
+from providers.kernel_log.joblog.source import JobLogs, job_log_result
 from providers.kernel_log.kernel.collect import Collector
 from providers.kernel_log.kernel.rules import attribute
-from providers.kernel_log.kernel.sources import LogSource
 from providers.kernel_log.kernel.sources.facts import Proof
-from providers.kernel_log.kernel.sources.files import DEFAULT_COMBINED, FileSource
-from providers.kernel_log.kernel.sources.loki import DEFAULT_CONCURRENCY, DEFAULT_SELECTOR, LokiSource
-from providers.kernel_log.loki.logql import TemplateError
+from providers.kernel_log.kernel.sources.files import FileSource
 from providers.kernel_log.merge import merge, oom_kills
+from providers.kernel_log.settings import Settings, parse_settings
 from providers.kernel_log.window import Window, fast_window
 
 log = logging.getLogger("attribution_adapter.kernel_log")
 
 EPILOG_NOT_CONFIGURED = "epilog health-check logs are not configured"
 SESSION_STATE_VERSION = 1
-
-#: every setting this provider reads (the registry checks `ATTRIBUTION_*` names against it at boot); one line each
-SETTINGS: tuple[str, ...] = (
-    "ATTRIBUTION_KERNEL_LOG_SOURCE",
-    "ATTRIBUTION_KERNEL_LOG_DIR",
-    "ATTRIBUTION_KERNEL_LOG_COMBINED_FILES",
-    "ATTRIBUTION_KERNEL_LOG_LOOKBACK_SECONDS",
-    "ATTRIBUTION_KERNEL_LOG_GRACE_SECONDS",
-    "ATTRIBUTION_KERNEL_LOG_MAX_EVIDENCE",
-    "ATTRIBUTION_KERNEL_LOG_TIME_ZONE",
-    "ATTRIBUTION_LOKI_URL",
-    "ATTRIBUTION_LOKI_SELECTOR",
-    "ATTRIBUTION_LOKI_LIMIT",
-    "ATTRIBUTION_LOKI_MAX_PAGES",
-    "ATTRIBUTION_LOKI_TENANT",
-    "ATTRIBUTION_LOKI_HOST_LABEL",
-    "ATTRIBUTION_LOKI_CONCURRENCY",
-    "ATTRIBUTION_LOKI_JOB_SELECTOR",
-    "ATTRIBUTION_EPILOG_DIR",
-    "ATTRIBUTION_JOB_LOG_DIR",
-    "ATTRIBUTION_JOB_LOG_MAX_NODE_BYTES",
-    "ATTRIBUTION_JOB_LOG_MAX_REQUEST_BYTES",
-)
-_KNOWN = frozenset(SETTINGS)
-_PREFIXES = ("ATTRIBUTION_KERNEL_LOG_", "ATTRIBUTION_LOKI_", "ATTRIBUTION_JOB_LOG_")
-_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-
-
-# ---------------------------------------------------------------- settings
-
-
-def _get(options: Mapping[str, str], name: str) -> str | None:
-    value = options.get(name)
-    if value is None or not value.strip():
-        return None
-    return value.strip()
-
-
-def _int(options: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
-    raw = _get(options, name)
-    if raw is None:
-        return default
-    if not re.fullmatch(r"[+-]?\d+", raw):
-        raise ProviderConstructionError(f"{name}={raw!r} is not an integer")
-    value = int(raw)
-    if not low <= value <= high:
-        raise ProviderConstructionError(f"{name}={value} is out of range: it must be between {low} and {high}")
-    return value
-
-
-def _directory(options: Mapping[str, str], name: str) -> Path:
-    raw = _get(options, name)
-    if raw is None:
-        raise ProviderConstructionError(f"{name} is not set")
-    path = Path(raw)
-    if not path.is_dir():
-        raise ProviderConstructionError(f"{name}={raw!r} is not an existing directory")
-    try:
-        next(iter(path.iterdir()), None)
-    except OSError as exc:
-        raise ProviderConstructionError(f"{name}={raw!r} cannot be read: {exc.strerror}") from exc
-    return path
-
-
-def _zone(options: Mapping[str, str], name: str) -> tzinfo:
-    raw = _get(options, name)
-    if raw is None:
-        return UTC
-    try:
-        return zoneinfo.ZoneInfo(raw)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
-        raise ProviderConstructionError(
-            f"{name}={raw!r} is not an IANA time zone name (e.g. UTC, Europe/Berlin)"
-        ) from exc
-
-
-@dataclass(frozen=True)
-class Settings:
-    source: LogSource
-    lookback: timedelta
-    grace: timedelta
-    max_evidence: int
-    epilog_dir: Path | None
-    #: the zone of log formats that carry none (RFC 3164, journalctl short-precise, dmesg -T)
-    time_zone: tzinfo = UTC
-    #: the job's own logs, read beside the kernel logs (None: not configured; answers come from kernel logs only)
-    job_logs: JobLogSource | None = None
-
-
-def parse_settings(options: Mapping[str, str]) -> Settings:
-    """Validate the `ATTRIBUTION_*` options of this provider; ProviderConstructionError names what is wrong."""
-    for name in options:
-        if name.startswith(_PREFIXES) and name not in _KNOWN:
-            raise ProviderConstructionError(f"{name} is not a kernel_log setting (a typo?)")
-    kind = _get(options, "ATTRIBUTION_KERNEL_LOG_SOURCE")
-    if kind is None:
-        raise ProviderConstructionError("ATTRIBUTION_KERNEL_LOG_SOURCE is not set: choose 'files' or 'loki'")
-    source: LogSource
-    if kind == "files":
-        root = _directory(options, "ATTRIBUTION_KERNEL_LOG_DIR")
-        combined_raw = _get(options, "ATTRIBUTION_KERNEL_LOG_COMBINED_FILES")
-        combined = DEFAULT_COMBINED
-        if combined_raw is not None:
-            combined = tuple(n.strip() for n in combined_raw.split(",") if n.strip())
-            if any("/" in n for n in combined):
-                raise ProviderConstructionError(
-                    "ATTRIBUTION_KERNEL_LOG_COMBINED_FILES must list plain file names, separated by commas"
-                )
-        source = FileSource(root, combined)
-    elif kind == "loki":
-        url = _get(options, "ATTRIBUTION_LOKI_URL")
-        if url is None:
-            raise ProviderConstructionError("ATTRIBUTION_LOKI_URL is not set (required with the loki source)")
-        if not re.match(r"^https?://[^/\s]+", url):
-            raise ProviderConstructionError(f"ATTRIBUTION_LOKI_URL={url!r} is not an http:// or https:// URL")
-        selector = _get(options, "ATTRIBUTION_LOKI_SELECTOR") or DEFAULT_SELECTOR
-        label = _get(options, "ATTRIBUTION_LOKI_HOST_LABEL") or "host"
-        if not _LABEL.match(label):
-            raise ProviderConstructionError(f"ATTRIBUTION_LOKI_HOST_LABEL={label!r} is not a Loki label name")
-        try:
-            source = LokiSource(
-                url,
-                selector=selector,
-                limit=_int(options, "ATTRIBUTION_LOKI_LIMIT", 1000, 1, 5000),
-                max_pages=_int(options, "ATTRIBUTION_LOKI_MAX_PAGES", 10, 1, 100),
-                tenant=_get(options, "ATTRIBUTION_LOKI_TENANT"),
-                host_label=label,
-                concurrency=_int(options, "ATTRIBUTION_LOKI_CONCURRENCY", DEFAULT_CONCURRENCY, 1, 64),
-            )
-        except TemplateError as exc:
-            raise ProviderConstructionError(f"ATTRIBUTION_LOKI_SELECTOR={selector!r} cannot be used: {exc}") from exc
-    else:
-        raise ProviderConstructionError(f"ATTRIBUTION_KERNEL_LOG_SOURCE={kind!r} is unknown: choose 'files' or 'loki'")
-    epilog_dir = None
-    if _get(options, "ATTRIBUTION_EPILOG_DIR") is not None:
-        epilog_dir = _directory(options, "ATTRIBUTION_EPILOG_DIR")
-    return Settings(
-        source=source,
-        lookback=timedelta(seconds=_int(options, "ATTRIBUTION_KERNEL_LOG_LOOKBACK_SECONDS", 900, 1, 86400)),
-        grace=timedelta(seconds=_int(options, "ATTRIBUTION_KERNEL_LOG_GRACE_SECONDS", 120, 0, 3600)),
-        max_evidence=_int(options, "ATTRIBUTION_KERNEL_LOG_MAX_EVIDENCE", 8, 1, MAX_EVIDENCE),
-        epilog_dir=epilog_dir,
-        time_zone=_zone(options, "ATTRIBUTION_KERNEL_LOG_TIME_ZONE"),
-        job_logs=_job_logs(options),
-    )
-
-
-def _job_logs(options: Mapping[str, str]) -> JobLogSource | None:
-    """The job-log source of ATTRIBUTION_JOB_LOG_DIR or ATTRIBUTION_LOKI_JOB_SELECTOR (at most one), or None."""
-    directory = _get(options, "ATTRIBUTION_JOB_LOG_DIR")
-    template = _get(options, "ATTRIBUTION_LOKI_JOB_SELECTOR")
-    limits = ReadLimits(
-        node_bytes=_int(options, "ATTRIBUTION_JOB_LOG_MAX_NODE_BYTES", MAX_NODE_BYTES, 1, MAX_NODE_BYTES),
-        request_bytes=_int(options, "ATTRIBUTION_JOB_LOG_MAX_REQUEST_BYTES", MAX_REQUEST_BYTES, 1, MAX_REQUEST_BYTES),
-    )
-    if directory is not None and template is not None:
-        raise ProviderConstructionError(
-            "ATTRIBUTION_JOB_LOG_DIR and ATTRIBUTION_LOKI_JOB_SELECTOR are both set: choose one job-log source"
-        )
-    if directory is not None:
-        return FileJobLogSource(_directory(options, "ATTRIBUTION_JOB_LOG_DIR"), limits)
-    if template is None:
-        return None
-    problem = template_problem(template)
-    if problem is not None:
-        raise ProviderConstructionError(f"ATTRIBUTION_LOKI_JOB_SELECTOR {problem}")
-    url = _get(options, "ATTRIBUTION_LOKI_URL")
-    if url is None or not re.match(r"^https?://[^/\s]+", url):
-        raise ProviderConstructionError(
-            "ATTRIBUTION_LOKI_JOB_SELECTOR needs ATTRIBUTION_LOKI_URL, an http:// or https:// URL"
-        )
-    label = _get(options, "ATTRIBUTION_LOKI_HOST_LABEL") or "host"
-    if not _LABEL.match(label):
-        raise ProviderConstructionError(f"ATTRIBUTION_LOKI_HOST_LABEL={label!r} is not a Loki label name")
-    return LokiJobLogSource(
-        url,
-        template,
-        host_label=label,
-        limit=_int(options, "ATTRIBUTION_LOKI_LIMIT", 1000, 1, 5000),
-        max_pages=_int(options, "ATTRIBUTION_LOKI_MAX_PAGES", 10, 1, 100),
-        tenant=_get(options, "ATTRIBUTION_LOKI_TENANT"),
-        limits=limits,
-    )
-
 
 # ---------------------------------------------------------------- provider
 

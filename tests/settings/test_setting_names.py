@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+import providers.fact as fact
+import providers.kernel_log as kernel_log
 from app.boot import boot
 from app.setting_names import builtin_declarations
 from app.settings import SERVICE_SETTINGS, SettingsError
@@ -111,6 +113,17 @@ def _documented() -> set[str]:
 def test_the_readme_documents_exactly_the_declared_settings() -> None:
     declared = set().union(*builtin_declarations().values())
     documented = _documented()
-    assert set(SERVICE_SETTINGS) <= declared and len(documented) > 20
+    assert {s.name for s in SERVICE_SETTINGS} <= declared and len(documented) > 20
     assert sorted(declared - documented) == [], "declared but not in the README's Environment variables table"
     assert sorted(documented - declared) == [], "in the README's table but declared by no one"
+
+
+def test_each_readme_row_is_its_declaration_with_default_bounds_and_meaning() -> None:
+    """The README's row of every built-in setting is what its declaration says, default and bounds included."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Environment variables\n", 1)[1].split("\n## ", 1)[0]
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `(ATTRIBUTION_[A-Z0-9_]+)` \|.*$", section, re.MULTILINE)}
+    declarations = [*SERVICE_SETTINGS, *kernel_log.SETTINGS, *fact.SETTINGS]
+    assert len(declarations) == len(rows)
+    for setting in declarations:
+        assert rows[setting.name] == setting.readme_row()
