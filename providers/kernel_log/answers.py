@@ -8,13 +8,12 @@ is read, and warned about, again at every request).
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import datetime
 
 from providers.base import Finding, ProviderError, Target
-from providers.kernel_log.kernel.sources.facts import Proof, keep_recent
+from providers.kernel_log.cache import Bounded
+from providers.kernel_log.kernel.sources.facts import Proof
 from providers.kernel_log.window import Window
 
 #: answers kept (least recently used dropped first)
@@ -37,8 +36,7 @@ class AnswerCache:
 
     def __init__(self, entries: int | None = None) -> None:
         self.entries = ANSWER_ENTRIES if entries is None else entries
-        self._items: OrderedDict[Key, tuple[Proof, Answer]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._items: Bounded[Key, tuple[Proof, Answer]] = Bounded(self.entries)
 
     def key(self, nodes: Sequence[str], window: Window) -> Key | None:
         """The key of a scope's answer, or None when an answer over this many nodes is not kept."""
@@ -47,26 +45,20 @@ class AnswerCache:
         return (tuple(nodes), window.start, window.end)
 
     def get(self, key: Key) -> Answer | None:
-        with self._lock:
-            item = self._items.get(key)
+        item = self._items.peek(key)
         if item is None:
             return None
         proof, answer = item
         if not proof.holds():
-            with self._lock:
-                if self._items.get(key) is item:
-                    del self._items[key]
+            self._items.pop(key, only=item)
             return None
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
+        self._items.get(key)  # the most recently used now
         return answer
 
     def put(self, key: Key, proof: Proof, answer: Answer) -> None:
         if not proof.sound or _size(key, proof, answer) > MAX_ANSWER_BYTES:
             return
-        with self._lock:
-            keep_recent(self._items, key, (proof, answer), self.entries)
+        self._items.put(key, (proof, answer))
 
 
 def _size(key: Key, proof: Proof, answer: Answer) -> int:

@@ -18,17 +18,16 @@ import hashlib
 import itertools
 import os
 import re
-import threading
+import sys
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import date
 from functools import lru_cache
 
+from providers.kernel_log.cache import Bounded
 from providers.kernel_log.kernel.collect import KEYWORD_BYTES
 from providers.kernel_log.kernel.parse import ParsedLine, parse_line
-from providers.kernel_log.kernel.sources.facts import keep_recent
 
 #: what the cache of analysed blocks may hold, in bytes (estimated: lines, stamps and their objects)
 BLOCK_CACHE_BYTES = 32 * 1024 * 1024
@@ -226,11 +225,17 @@ class BlockCache:
 
     def __init__(self, max_bytes: int = BLOCK_CACHE_BYTES) -> None:
         self.max_bytes = max_bytes
-        self.held = 0
-        self._items: OrderedDict[BlockKey, tuple[Block, int]] = OrderedDict()
-        self._lineages: OrderedDict[str, _Lineage] = OrderedDict()
+        # Bounded by bytes alone: the count bound is never the one reached.
+        self._items: Bounded[BlockKey, Block] = Bounded(
+            sys.maxsize if max_bytes > 0 else 0, max_size=max_bytes, size=lambda block: block.size
+        )
+        self._lineages: Bounded[str, _Lineage] = Bounded(LINEAGES)
         self._numbers = itertools.count(1)
-        self._lock = threading.Lock()
+
+    @property
+    def held(self) -> int:
+        """The estimated bytes of the blocks held."""
+        return self._items.held
 
     def lineage(self, path: str, st: os.stat_result, read: Callable[[int, int], bytes]) -> tuple[int, int]:
         """(the lineage number of the file `path` now has status `st`, the end of the bytes its kept blocks may
@@ -241,8 +246,7 @@ class BlockCache:
         blocks before that end stand. Anything else (replaced, rotated into place, truncated, rewritten) starts a new
         lineage, and no block kept before is used for it.
         """
-        with self._lock:
-            seen = self._lineages.get(path)
+        seen = self._lineages.get(path)
         valid = 0
         if seen is not None and (seen.dev, seen.ino) == (st.st_dev, st.st_ino) and st.st_size >= seen.size:
             unchanged = st.st_size == seen.size and st.st_mtime_ns == seen.mtime_ns
@@ -255,33 +259,14 @@ class BlockCache:
         number = seen.number if seen is not None else next(self._numbers)
         if seen is None or seen.size != st.st_size or seen.mtime_ns != st.st_mtime_ns:
             now = _Lineage(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, _tail(read, st.st_size), number)
-            with self._lock:
-                keep_recent(self._lineages, path, now, LINEAGES)
+            self._lineages.put(path, now)
         return number, valid
 
     def get(self, key: BlockKey) -> Block | None:
-        with self._lock:
-            item = self._items.get(key)
-            if item is None:
-                return None
-            self._items.move_to_end(key)
-            return item[0]
+        return self._items.get(key)
 
     def put(self, key: BlockKey, block: Block) -> None:
-        if self.max_bytes <= 0:
-            return
-        size = block.size
-        if size > self.max_bytes:
-            return
-        with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self.held -= old[1]
-            self._items[key] = (block, size)
-            self.held += size
-            while self.held > self.max_bytes:
-                _, (_, dropped) = self._items.popitem(last=False)
-                self.held -= dropped
+        self._items.put(key, block)
 
     def __len__(self) -> int:
         return len(self._items)

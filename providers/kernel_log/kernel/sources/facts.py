@@ -6,13 +6,12 @@ the Proof of a scan: every folder listed and file read, by identity, for an answ
 from __future__ import annotations
 
 import os
-import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
 
+from providers.kernel_log.cache import Bounded
 from providers.kernel_log.kernel.parse import TimeContext
 
 K = TypeVar("K")
@@ -63,15 +62,6 @@ class Proof:
         return True
 
 
-def keep_recent(items: OrderedDict[K, V], key: K, value: V, entries: int) -> None:
-    """Put `value` under `key` as the most recently used item, the least recently used dropped past `entries` (the
-    caller holds the lock that guards `items`)."""
-    items[key] = value
-    items.move_to_end(key)
-    while len(items) > entries:
-        items.popitem(last=False)
-
-
 def _identity(st: os.stat_result) -> tuple[int, ...]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
@@ -110,28 +100,21 @@ class FactCache:
         #: ("dir" | "file", path) -> (signature, listing or FileFacts); ("live", path) -> ((), FileFacts) for a plain
         #: file modified too recently to be kept by its signature (a live log), used only once the file is known to
         #: have been appended to since (`facts`)
-        self._items: OrderedDict[tuple[str, str], tuple[tuple[int, ...], object]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._items: Bounded[tuple[str, str], tuple[tuple[int, ...], object]] = Bounded(entries)
 
     def _get(self, key: tuple[str, str], sig: tuple[int, ...]) -> object | None:
-        with self._lock:
-            item = self._items.get(key)
-            if item is None or item[0] != sig:
-                return None
-            self._items.move_to_end(key)
-            return item[1]
+        item = self._items.get(key, valid=lambda held: held[0] == sig)
+        return None if item is None else item[1]
 
     def _any(self, key: tuple[str, str]) -> object | None:
-        with self._lock:
-            item = self._items.get(key)
+        item = self._items.peek(key)
         return None if item is None else item[1]
 
     def _put(self, key: tuple[str, str], sig: tuple[int, ...], mtime_ns: int | None, value: object) -> None:
         """Keep `value` under `key` (`mtime_ns` None: whatever the modification time)."""
         if self.entries <= 0 or (mtime_ns is not None and time.time_ns() - mtime_ns < CACHE_SETTLE_NS):
             return
-        with self._lock:
-            keep_recent(self._items, key, (sig, value), self.entries)
+        self._items.put(key, (sig, value))
 
     def listing(self, path: str, strict: bool, proof: Proof | None = None) -> list[tuple[str, str, bool, bool]]:
         """(name, path, is_dir, is_file) of a directory's entries; `strict`: an entry that cannot be typed raises
@@ -178,7 +161,6 @@ class FactCache:
         if time.time_ns() - st.st_mtime_ns < CACHE_SETTLE_NS:
             self._put(("live", path), (), None, facts)
         else:
-            with self._lock:
-                self._items.pop(("live", path), None)
+            self._items.pop(("live", path))
             self._put(("file", path), sig, st.st_mtime_ns, facts)
         return facts

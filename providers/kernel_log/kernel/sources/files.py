@@ -18,10 +18,8 @@ import logging
 import os
 import re
 import stat
-import threading
 import zlib
 from bisect import bisect_right
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -35,6 +33,7 @@ from providers.base import (
     TraceContext,
     shifted,
 )
+from providers.kernel_log.cache import Bounded
 from providers.kernel_log.kernel.collect import Collector
 from providers.kernel_log.kernel.parse import ParsedLine, TimeContext, is_continuation, parse_line
 from providers.kernel_log.kernel.sources.blocks import (
@@ -50,7 +49,6 @@ from providers.kernel_log.kernel.sources.facts import (
     CACHE_ENTRIES,
     FactCache,
     Proof,
-    keep_recent,
 )
 from providers.kernel_log.kernel.sources.search import (
     MAX_LINE,
@@ -132,10 +130,9 @@ class FileSource:
         #: count blocks of plain noise lines from their timestamps (False: parse every line of the window)
         self.by_stamps = by_stamps
         #: host folder name -> (the listing it was worked out from, its files by rotation group)
-        self._groups: OrderedDict[str, tuple[list[tuple[str, str, bool, bool]], list[tuple[str, list[LogFile]]]]] = (
-            OrderedDict()
+        self._groups: Bounded[str, tuple[list[tuple[str, str, bool, bool]], list[tuple[str, list[LogFile]]]]] = (
+            Bounded(self.cache.entries)
         )
-        self._lock = threading.Lock()
 
     # ------------------------------------------------------------ layout
 
@@ -180,7 +177,7 @@ class FileSource:
     def _folder_groups(self, name: str, listing: list[tuple[str, str, bool, bool]]) -> list[tuple[str, list[LogFile]]]:
         """A host folder's files by rotation group, each newest first; worked out once for each listing the cache
         hands out (a changed folder is listed again, as a new list)."""
-        known = self._groups.get(name)
+        known = self._groups.peek(name)
         if known is not None and known[0] is listing:
             return known[1]
         groups: dict[str, list[LogFile]] = {}
@@ -189,8 +186,7 @@ class FileSource:
                 base, gz, order = _rotation(sub_name)
                 groups.setdefault(base, []).append(LogFile(sub_path, f"{name}/{sub_name}", gz, order))
         out = [(base, sorted(files, key=lambda f: f.order)) for base, files in groups.items()]
-        with self._lock:
-            keep_recent(self._groups, name, (listing, out), self.cache.entries)
+        self._groups.put(name, (listing, out))
         return out
 
     def read_name(self, name: str, top_level: bool) -> LogName:
