@@ -3,8 +3,8 @@
 Each cache holds at most 4,096 items; a loop of gets and puts over 8,192 keys (a hit rate near one half, as a fleet
 scope larger than the cache meets) is timed for both: `Bounded`, and `cachetools.LRUCache` with a `threading.Lock`
 around each call, as a thread-safe use of it needs. Prints nanoseconds per operation (the median of 9 runs) and
-their ratio, the two run in turn. cachetools is not a dependency of the service: install it into the environment to compare
-(`pip install cachetools`); without it only `Bounded` is measured.
+their ratio, the two run in turn. cachetools is not a dependency of the service: install it into the environment
+to compare (`pip install cachetools`); without it only `Bounded` is measured.
 
     python bench/cache.py
 """

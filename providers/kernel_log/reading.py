@@ -1,13 +1,16 @@
 """Reading files and folders the same bounded way in every signal's source and in `check`.
 
 Every file is opened without blocking (a FIFO swapped in must never hold a thread) and only when it is a regular
-file; folders are listed in name order, and what an entry is (folder, file, or why neither) is said in words.
+file; folders are listed in name order, and what an entry is (folder, file, or why neither) is said in words; a
+`.gz` file is inflated by one bounded reader (`GzipReader`).
 """
 
 from __future__ import annotations
 
+import gzip
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -73,3 +76,54 @@ def nested_holds_anything(path: str) -> bool | None:
             return next(it, None) is not None
     except OSError:
         return None
+
+
+class GzipReader:
+    """A `.gz` file's inflated bytes, read from its start: the one way every source and `check` inflate a file.
+
+    At most `max_inflated` bytes are handed out (None: up to the stream's end): a small file that inflates to
+    gigabytes costs no more than the bound. `complete` says whether the stream's end was reached, `at_bound` whether
+    the bound stopped the reading first. The file object it reads may count or ration what it hands out (the
+    sources' byte counts and budgets); a corrupt or cut stream raises what `gzip` raises (OSError, EOFError,
+    zlib.error).
+    """
+
+    def __init__(self, fileobj: BinaryIO, max_inflated: int | None = None) -> None:
+        self._stream = gzip.GzipFile(fileobj=fileobj, mode="rb")
+        self.max_inflated = max_inflated
+        self.inflated = 0
+        self.complete = False
+
+    @property
+    def at_bound(self) -> bool:
+        return self.max_inflated is not None and self.inflated >= self.max_inflated
+
+    def read(self, size: int) -> bytes:
+        """Up to `size` inflated bytes; b"" at the stream's end or at the bound."""
+        if self.max_inflated is not None:
+            size = min(size, self.max_inflated - self.inflated)
+            if size <= 0:
+                return b""
+        data = self._stream.read(size)
+        if not data:
+            self.complete = True
+        self.inflated += len(data)
+        return data
+
+    def chunks(self, size: int) -> Iterator[bytes]:
+        """The inflated bytes in chunks of at most `size`, to the stream's end or the bound."""
+        while True:
+            chunk = self.read(size)
+            if not chunk:
+                return
+            yield chunk
+
+    def tail(self, keep: int, size: int, kept: bytes = b"") -> bytes:
+        """Read on to the end (or the bound) in chunks of `size`, returning the last `keep` bytes, `kept` (bytes
+        already read) before them."""
+        last = bytearray(kept[-keep:] if keep else b"")
+        for chunk in self.chunks(size):
+            last += chunk
+            if len(last) > keep:
+                del last[: len(last) - keep]
+        return bytes(last)

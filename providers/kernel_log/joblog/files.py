@@ -9,7 +9,6 @@ job-log directory) and skipped, and only the error's class is logged.
 
 from __future__ import annotations
 
-import gzip
 import logging
 import os
 import zlib
@@ -21,6 +20,7 @@ from typing import BinaryIO
 from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, SourceFailure
 from providers.kernel_log.joblog.nodes import NodeResolver, is_safe_component
 from providers.kernel_log.joblog.patterns import MAX_LINE_CHARS  # longer lines are cut before the parser sees them
+from providers.kernel_log.reading import GzipReader
 
 log = logging.getLogger("attribution_adapter.kernel_log.joblog")
 
@@ -366,28 +366,26 @@ class _CountingReader:
 def _gz_tail(path: Path, need: int, budget: _Budget, deadline: Deadline) -> tuple[bytes, bool, int, bool]:
     """(the last `need` inflated bytes, whether they start inside the file, compressed bytes read, reached end)."""
     tail = bytearray()
-    inflated = 0
     with path.open("rb") as raw:
         counter = _CountingReader(raw, budget)
-        with gzip.GzipFile(fileobj=counter, mode="rb") as stream:  # type: ignore[arg-type]
-            while True:
-                _check(deadline)
-                if budget.left <= 0 or inflated >= MAX_GZ_INFLATED_BYTES:
-                    # The end was not reached: what was kept is not the file's tail, so none of it is used.
+        reader = GzipReader(counter, max_inflated=MAX_GZ_INFLATED_BYTES)  # type: ignore[arg-type]
+        while True:
+            _check(deadline)
+            if budget.left <= 0 or reader.at_bound:
+                # The end was not reached: what was kept is not the file's tail, so none of it is used.
+                return b"", False, counter.count, False
+            try:
+                chunk = reader.read(READ_CHUNK)
+            except EOFError:
+                if budget.cut:
                     return b"", False, counter.count, False
-                try:
-                    chunk = stream.read(min(READ_CHUNK, MAX_GZ_INFLATED_BYTES - inflated))
-                except EOFError:
-                    if budget.cut:
-                        return b"", False, counter.count, False
-                    raise
-                if not chunk:
-                    break
-                inflated += len(chunk)
-                tail += chunk
-                if len(tail) > need:
-                    del tail[: len(tail) - need]
-    return bytes(tail), inflated > len(tail), counter.count, True
+                raise
+            if not chunk:
+                break
+            tail += chunk
+            if len(tail) > need:
+                del tail[: len(tail) - need]
+    return bytes(tail), reader.inflated > len(tail), counter.count, True
 
 
 def _feed(data: bytes, partial: bool, sink: LineSink) -> None:

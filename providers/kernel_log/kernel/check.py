@@ -31,6 +31,7 @@ from providers.kernel_log.kernel.collect import KERNEL_TAG
 from providers.kernel_log.kernel.parse import ParsedLine, TimeContext, is_continuation, parse_line
 from providers.kernel_log.kernel.sources.files import FileSource, LogName
 from providers.kernel_log.reading import (
+    GzipReader,
     NotRegular,
     entry_kind,
     list_folder,
@@ -216,26 +217,21 @@ def _sample_plain(handle: BinaryIO, size: int, report: FileReport, ctx: TimeCont
 
 
 def _sample_gz(handle: BinaryIO, report: FileReport, ctx: TimeContext) -> None:
-    stream = gzip.GzipFile(fileobj=handle, mode="rb")
-    head = stream.read(HEAD_BYTES)
-    rest = stream.read(GZ_CHUNK)
+    reader = GzipReader(handle, max_inflated=GZ_STREAM_BYTES)
+    head = reader.read(HEAD_BYTES)
+    rest = reader.read(GZ_CHUNK)
     if not rest:
         report.sample.feed(head, 1, ctx)
         return
     report.sample.feed(whole_lines(head, True, False), 1, ctx)
     _judge_head(report)
     # Stream on (bounded), keeping the last TAIL_BYTES, to reach the last line and a cut or corrupt end.
-    streamed = len(head) + len(rest)
-    tail = rest[-TAIL_BYTES:]
-    while streamed < GZ_STREAM_BYTES:
-        chunk = stream.read(GZ_CHUNK)
-        if not chunk:
-            report.sampled = "head_and_tail"
-            report.sample.feed(whole_lines(tail, False, True), None, ctx)
-            return
-        streamed += len(chunk)
-        tail = (tail + chunk)[-TAIL_BYTES:]
-    report.sampled = "head"  # the stream goes on past the bound: its end was not read
+    tail = reader.tail(TAIL_BYTES, GZ_CHUNK, kept=rest)
+    if not reader.complete:
+        report.sampled = "head"  # the stream goes on past the bound: its end was not read
+        return
+    report.sampled = "head_and_tail"
+    report.sample.feed(whole_lines(tail, False, True), None, ctx)
 
 
 def _judge_head(report: FileReport) -> None:

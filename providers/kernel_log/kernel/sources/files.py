@@ -13,7 +13,6 @@ met.
 from __future__ import annotations
 
 import errno
-import gzip
 import logging
 import os
 import re
@@ -59,12 +58,12 @@ from providers.kernel_log.kernel.sources.search import (
     Shape,
     UnknownFormat,
     check_deadline,
-    chunks,
     first_time,
     first_unreadable,
     probe_known,
     search_offset,
 )
+from providers.kernel_log.reading import GzipReader
 
 log = logging.getLogger("attribution_adapter.kernel_log")
 
@@ -299,9 +298,8 @@ class _Reader:
             if known is not None and (known[2] is None or known[2] == self.ctx):
                 first, unknown, _ = known
             else:
-                stream = gzip.GzipFile(fileobj=CountingFile(raw, self.collector), mode="rb")  # type: ignore[arg-type]
                 try:
-                    first, free = first_time(stream, self.ctx)
+                    first, free = first_time(GzipReader(CountingFile(raw, self.collector)), self.ctx)  # type: ignore[arg-type]
                     unknown = None
                 except UnknownFormat as exc:
                     first, free, unknown = None, False, exc.line_no
@@ -311,8 +309,7 @@ class _Reader:
             if first is not None and first > self.hi:
                 return first
             raw.seek(0)
-            stream = gzip.GzipFile(fileobj=CountingFile(raw, self.collector), mode="rb")  # type: ignore[arg-type]
-            self.forward(chunks(stream))
+            self.forward(GzipReader(CountingFile(raw, self.collector)).chunks(READ_CHUNK))  # type: ignore[arg-type]
         return first
 
     def read_plain(self, path: str, lo: datetime, cache: FactCache, blocks: BlockCache) -> datetime | None:

@@ -3,11 +3,9 @@ timestamp shapes whose lines are counted from their stamps alone (see files.py).
 
 from __future__ import annotations
 
-import gzip
 import os
 import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
@@ -24,6 +22,7 @@ from providers.kernel_log.kernel.sources.facts import (
     CACHE_SEARCHES,
     FileFacts,
 )
+from providers.kernel_log.reading import GzipReader
 
 #: lines are expected in time order within this much (a relay's queue or several senders in one file may
 #: interleave slightly); the search starts this much early and reading stops this much late
@@ -184,14 +183,6 @@ def check_deadline(deadline: Deadline) -> None:
         raise ProviderTimeoutError("reading the kernel logs did not finish in time")
 
 
-def chunks(f: CountingFile | gzip.GzipFile) -> Iterator[bytes]:
-    while True:
-        chunk = f.read(READ_CHUNK)
-        if not chunk:
-            return
-        yield chunk
-
-
 def first_unreadable(f: PlainFile) -> int | None:
     """The number of the first non-empty line at the start of a file that holds no known format (None: all blank)."""
     f.seek(0)
@@ -209,7 +200,7 @@ def _context_free(raw: bytes) -> bool:
     return not raw or raw[0] in _CONTEXT_FREE
 
 
-def first_time(f: gzip.GzipFile, ctx: TimeContext) -> tuple[datetime | None, bool]:
+def first_time(f: GzipReader, ctx: TimeContext) -> tuple[datetime | None, bool]:
     """The first parseable timestamp within the first PROBE_LIMIT bytes of a stream, and whether it (and every
     line before it) was read without the TimeContext."""
     data = f.read(PROBE_LIMIT)
