@@ -7,8 +7,9 @@ STAMP := $(VENV)/.installed
 .PHONY: venv test lint openapi run docs load-long fuzz-deep bench clean
 
 $(STAMP): requirements.txt requirements-dev.txt
+	@echo "make: installing requirements-dev.txt into $(VENV) (the first time only; pip shows each package)"
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install --disable-pip-version-check --progress-bar off -r requirements-dev.txt
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -24,8 +25,9 @@ lint: $(STAMP)
 openapi: $(STAMP)
 	$(PY) -m app.openapi > docs/openapi.json
 
+## clean: remove what the commands make: the virtual environment, the docs site, caches, and `pip install .`'s build/
 clean:
-	rm -rf $(VENV) site .pytest_cache .ruff_cache
+	rm -rf $(VENV) site .pytest_cache .ruff_cache build *.egg-info
 
 ## run: serve the API on 127.0.0.1:8000 with the open kernel_log provider on the sample telemetry in conf/samples.
 ## Installs requirements.txt only. Every ATTRIBUTION_* variable of the environment reaches the service as it is;
@@ -33,8 +35,9 @@ clean:
 RUN_STAMP := $(VENV)/.installed-runtime
 
 $(RUN_STAMP): requirements.txt
+	@echo "make: installing requirements.txt into $(VENV) (the first time only; pip shows each package)"
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install --disable-pip-version-check --progress-bar off -r requirements.txt
 	touch $(RUN_STAMP)
 
 run: export ATTRIBUTION_PROVIDER ?= kernel_log

@@ -15,6 +15,8 @@ import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import click
@@ -95,10 +97,29 @@ def cli() -> None:
     """
 
 
-def _boot(command: str) -> Booted:
-    """Settings and provider exactly as the server's boot builds them; a wrong one ends the command with exit 4."""
+def samples_dir() -> Path:
+    """The sample telemetry shipped with the package (`app/samples`, the checkout's `conf/samples`)."""
+    return Path(str(resources.files("app") / "samples"))
+
+
+def sample_settings() -> dict[str, str]:
+    """The settings `make run` serves the samples with, the installed samples' paths in them."""
+    root = samples_dir()
+    return {
+        "ATTRIBUTION_PROVIDER": "kernel_log",
+        "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
+        "ATTRIBUTION_KERNEL_LOG_DIR": str(root / "kernel-logs"),
+        "ATTRIBUTION_EPILOG_DIR": str(root / "epilog"),
+        "ATTRIBUTION_JOB_LOG_DIR": str(root / "job-logs"),
+    }
+
+
+def _boot(command: str, samples: bool = False) -> Booted:
+    """Settings and provider exactly as the server's boot builds them; a wrong one ends the command with exit 4.
+    `samples`: the sample settings stand for the ones the environment does not set."""
+    environ = {**sample_settings(), **os.environ} if samples else None
     try:
-        booted = boot()
+        booted = boot(environ)
     except BOOT_ERRORS as exc:
         _say(command, f"cannot start: {exc}")
         raise click.exceptions.Exit(CANNOT_START) from None
@@ -187,13 +208,18 @@ def _report_text(booted: Booted, report: CheckReport) -> str:
     show_default=True,
     help="Seconds the check may take; past them it stops and says what it did not read.",
 )
-def check(as_json: bool, timeout: float) -> int:
+@click.option(
+    "--samples",
+    is_flag=True,
+    help="Check the sample telemetry installed with the package (ATTRIBUTION_* variables that are set still win).",
+)
+def check(as_json: bool, timeout: float, samples: bool) -> int:
     """Validate the settings as boot does, then read the configured telemetry and say what the provider would see.
 
     Per host and file: the line formats, the time range, unreadable lines, skipped files, and the epilog results.
     Exits 1 naming what to fix when anything would make answers empty or wrong, 4 when a setting is wrong.
     """
-    booted = _boot("check")
+    booted = _boot("check", samples)
     try:
         report = booted.provider.check(Deadline.after_ms(int(timeout * 1000)))
     finally:
@@ -285,8 +311,13 @@ def _read_request(path: str, limit: int) -> bytes:
 @click.option("--continue-session", metavar="ID", help="For --phase slow: the attribution_session_id of a fast answer.")
 @click.option("--start", "start_time", metavar="TIME", help="scope.start_time (for slow, the epilog window's start).")
 @click.option("--end", "end_time", metavar="TIME", help="scope.end_time (for slow, the epilog window's end).")
+@click.option(
+    "--samples",
+    is_flag=True,
+    help="Replay on the sample telemetry installed with the package; without REQUEST.json or flags, its request.json.",
+)
 @click.pass_context
-def replay(ctx: click.Context, request_file: str | None, **values: Any) -> int:
+def replay(ctx: click.Context, request_file: str | None, samples: bool, **values: Any) -> int:
     """Run the configured provider in process on a request and print the body the service would answer.
 
     The request comes from REQUEST.json ('-' reads stdin) or from the flags. It goes through the same app and
@@ -297,9 +328,11 @@ def replay(ctx: click.Context, request_file: str | None, **values: Any) -> int:
     if request_file is not None and given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
         raise click.UsageError(f"give REQUEST.json or the request flags, not both ({flags} given)")
+    if samples and request_file is None and not given:
+        request_file = str(samples_dir() / "request.json")
     if request_file is None and (values["nodes"] is None or values["detected_at"] is None):
         raise click.UsageError("give REQUEST.json, or --nodes and --at")
-    booted = _boot("replay")
+    booted = _boot("replay", samples)
     limit = booted.settings.max_body_bytes
     if request_file is not None:
         body = _read_request(request_file, limit)

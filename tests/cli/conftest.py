@@ -92,7 +92,9 @@ def _repository_files() -> list[str]:
         capture_output=True,
         check=True,
     ).stdout
-    return [name for name in listed.decode().split("\0") if name and (ROOT / name).is_file()]
+    return [
+        name for name in listed.decode().split("\0") if name and ((ROOT / name).is_file() or (ROOT / name).is_symlink())
+    ]
 
 
 @pytest.fixture(scope="session")
@@ -103,7 +105,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
         for name in _repository_files():
             target = clone / name
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, target)
+            if (ROOT / name).is_symlink():  # as git checks a link out
+                target.symlink_to(os.readlink(ROOT / name))
+            else:
+                shutil.copy2(ROOT / name, target)
         venv = base / "venv"
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=INSTALL_TIMEOUT_S)
         subprocess.run(

@@ -42,6 +42,24 @@ def test_check_on_the_samples_passes(installed):
     assert done.stderr == b""
 
 
+def test_check_and_replay_on_the_installed_samples_from_any_directory(installed):
+    """`--samples`: the sample telemetry installed with the package, with no setting and outside the checkout."""
+    assert (installed.venv / SITE / "app" / "samples" / "kernel-logs" / "worker-01" / "kern.log").is_file()
+    done = installed.run(["check", "--samples"], {})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().endswith("check passed: 0 errors, 0 warnings\n")
+    request, answer = readme_example()
+    assert json.loads(request) == json.loads((ROOT / "conf" / "samples" / "request.json").read_text())
+    done = installed.run(["replay", "--samples"], {})
+    assert done.returncode == 0, done.stderr
+    assert without_ids(json.loads(done.stdout)) == without_ids(answer)
+    # A setting of the environment still wins over the samples' own.
+    done = installed.run(["replay", "--samples", "--nodes", "worker-01", "--at", "2026-09-09T12:00:00Z"],
+                         {"ATTRIBUTION_KERNEL_LOG_LOOKBACK_SECONDS": "1", "ATTRIBUTION_KERNEL_LOG_GRACE_SECONDS": "0"})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["attributions"] == []
+
+
 def test_check_on_a_broken_tree_fails_in_one_line(installed, tmp_path):
     done = installed.run(["check"], broken_tree(tmp_path))
     assert done.returncode == 1

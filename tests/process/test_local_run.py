@@ -1,14 +1,18 @@
 """The README's local run: `make run` itself, as a developer types it, on 127.0.0.1.
 
 With nothing set it serves kernel_log on conf/samples and answers the README's curl example as shown; every
-ATTRIBUTION_* variable of the environment reaches the service; and it installs requirements.txt only.
+ATTRIBUTION_* variable of the environment reaches the service; and it installs requirements.txt only. `make run`
+runs in a copy of the checkout, where it makes its own `.venv` as a newcomer's first `make run` does: the suite
+never writes into the tree it runs from, nor touches the environment it runs in.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -23,10 +27,24 @@ from tests.gunicorn_process import BOOT_TIMEOUT_S, ROOT, adapter_env, free_port
 URL = "/v1/attribution"
 
 
+#: what a checkout holds that is not the project's own files: not copied
+_NOT_COPIED = shutil.ignore_patterns(
+    ".git", ".venv", "site", "node_modules", "__pycache__", ".pytest_cache", ".ruff_cache", "build", "*.egg-info"
+)
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the project's files, as a fresh clone has them (modification times kept)."""
+    copy = tmp_path_factory.mktemp("checkout") / "attribution-adapter"
+    shutil.copytree(ROOT, copy, ignore=_NOT_COPIED, symlinks=True)
+    return copy
+
+
 class MakeRun:
     """`make run` started in its own session; gunicorn is make's child and is stopped by its PID."""
 
-    def __init__(self, env: Mapping[str, str], log_path: Path) -> None:
+    def __init__(self, env: Mapping[str, str], log_path: Path, cwd: Path) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
@@ -37,7 +55,7 @@ class MakeRun:
         full_env.update(env)
         self.process = subprocess.Popen(
             ["make", "--no-print-directory", "run"],
-            cwd=ROOT,
+            cwd=cwd,
             env=full_env,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -80,11 +98,11 @@ class MakeRun:
 
 
 @pytest.fixture
-def make_run(tmp_path: Path) -> Iterator:
+def make_run(tmp_path: Path, checkout: Path) -> Iterator:
     started: list[MakeRun] = []
 
     def start(env: Mapping[str, str] | None = None) -> MakeRun:
-        runner = MakeRun(env or {}, tmp_path / f"make-run-{len(started)}.log")
+        runner = MakeRun(env or {}, tmp_path / f"make-run-{len(started)}.log", checkout)
         started.append(runner)
         return runner
 
@@ -183,3 +201,36 @@ def test_make_run_installs_requirements_txt_only():
     installs = [line for line in plan.splitlines() if "pip install" in line]
     assert installs and all(line.rstrip().endswith("-r requirements.txt") for line in installs), plan
     assert "requirements-dev.txt" not in plan
+
+
+def test_the_readme_slow_example_pastes_as_is_and_continues_the_fast_session(make_run):
+    """The README's two-command slow example, run by bash as pasted (only the address changed to this server's)."""
+    server = make_run()
+    server.wait_ready()
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("The slow phase continues a session", 1)[1]
+    script = re.search(r"```sh\n(SESSION=.*?)\n```", section, re.S)
+    assert script is not None
+    done = subprocess.run(
+        ["bash", "-c", script.group(1).replace("http://127.0.0.1:8000", server.base_url)],
+        capture_output=True, timeout=60, check=True,
+    )
+    body = json.loads(done.stdout)
+    assert [(f["target"]["name"], f["error_category"]) for f in body["attributions"]] == [("worker-01", "gpu_memory")]
+    assert [f["source"] for f in body["attributions"][0]["evidence"]] == ["dcgm"]
+    assert body["unattributed_targets"] == [{"type": "Node", "name": "worker-03"}]
+    assert body["attribution_session_id"].startswith("as1.")
+
+
+def test_the_readme_example_session_id_is_one_the_service_issues_for_that_request():
+    """The id shown in the README's first answer opens, for the seed's request, at the time it was issued."""
+    from app.sessions import SessionCodec
+    from app.settings import SESSION_TTL
+    from tests.kernel_log.conftest import make_request
+
+    _, shown = _readme_example()
+    session_id = shown["attribution_session_id"]
+    payload = json.loads(base64.urlsafe_b64decode(session_id.split(".")[1] + "=="))
+    request = make_request(["worker-01"])
+    codec = SessionCodec("kernel_log", int(SESSION_TTL.default))  # type: ignore[arg-type]
+    assert codec.open(session_id, request, now=payload["t"]) == {"v": 1}
