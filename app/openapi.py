@@ -73,12 +73,15 @@ ERROR_TYPE_GUIDE: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def error_type_table() -> str:
-    """The `error.type` table in Markdown, one row per type."""
-    # Bold rather than code: the reference page breaks code anywhere, which would split the names in a narrow column.
-    rows = ["| `error.type` | what it means | what the caller should do |", "| --- | --- | --- |"]
-    rows += [f"| **{kind}** | {meaning} | {action} |" for kind, meaning, action in ERROR_TYPE_GUIDE]
-    return "\n".join(rows) + "\n"
+def error_type_guide() -> str:
+    """The `error.type` guide in Markdown: one item per type, what it means, then what the caller should do.
+
+    A list rather than a three-column table: the reference page's text column is narrow, and a table there squeezed
+    the explanations to a word or two per line."""
+    items = [
+        f"- **{kind}**: {meaning} *What the caller should do:* {action}" for kind, meaning, action in ERROR_TYPE_GUIDE
+    ]
+    return "\n".join(items) + "\n"
 
 
 DESCRIPTION = (
@@ -98,7 +101,7 @@ connection is closed. An empty list, a missing `confidence` or an informational 
 isolation.
 
 """
-    + error_type_table()
+    + error_type_guide()
     + """
 The examples of `POST /v1/attribution` were produced by running the service (`python -m app.examples`).
 

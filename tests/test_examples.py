@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from app import examples as generator
-from app.openapi import ERROR_TYPE_GUIDE, EXAMPLES_PATH, document, error_type_table
+from app.openapi import ERROR_TYPE_GUIDE, EXAMPLES_PATH, document, error_type_guide
 from schemas.response import ERROR_TYPES
 from tests.openapi_schema import openapi_validator
 
@@ -103,10 +103,10 @@ def test_no_documented_200_shows_a_blocking_error_beside_findings():
             assert value["attributions"] == [], name
 
 
-def test_the_error_type_table_covers_every_type_and_is_the_same_everywhere():
+def test_the_error_type_guide_covers_every_type_and_is_the_same_everywhere():
     assert [row[0] for row in ERROR_TYPE_GUIDE] == list(ERROR_TYPES)
-    table = error_type_table()
+    table = error_type_guide()
     assert table in document()["info"]["description"]
     for path in ("README.md", "docs/contract.md"):
         text = (ROOT / path).read_text(encoding="utf-8")
-        assert table in text, f"{path} does not carry the error.type table of app/openapi.py"
+        assert table in text, f"{path} does not carry the error.type guide of app/openapi.py"
