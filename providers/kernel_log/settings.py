@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, timedelta, tzinfo
 from pathlib import Path
+from typing import Any
 
 from providers.base import MAX_EVIDENCE, ProviderConstructionError
 from providers.kernel_log.joblog import MAX_NODE_BYTES, MAX_REQUEST_BYTES, ReadLimits
@@ -151,11 +152,17 @@ def _zone(options: Mapping[str, str], setting: Setting) -> tzinfo:
         ) from exc
 
 
-def _label(options: Mapping[str, str]) -> str:
+def _paging(options: Mapping[str, str]) -> dict[str, Any]:
+    """What the kernel and job-log Loki sources both read: the host label, the page size and count, the tenant."""
     label = LOKI_HOST_LABEL.text(options) or str(LOKI_HOST_LABEL.default)
     if not _LABEL.match(label):
         raise ProviderConstructionError(f"{LOKI_HOST_LABEL.name}={label!r} is not a Loki label name")
-    return label
+    return {
+        "host_label": label,
+        "limit": _int(options, LOKI_LIMIT),
+        "max_pages": _int(options, LOKI_MAX_PAGES),
+        "tenant": LOKI_TENANT.text(options),
+    }
 
 
 @dataclass(frozen=True)
@@ -198,17 +205,8 @@ def parse_settings(options: Mapping[str, str]) -> Settings:
         if not re.match(r"^https?://[^/\s]+", url):
             raise ProviderConstructionError(f"ATTRIBUTION_LOKI_URL={url!r} is not an http:// or https:// URL")
         selector = LOKI_SELECTOR.text(options) or str(LOKI_SELECTOR.default)
-        label = _label(options)
         try:
-            source = LokiSource(
-                url,
-                selector=selector,
-                limit=_int(options, LOKI_LIMIT),
-                max_pages=_int(options, LOKI_MAX_PAGES),
-                tenant=LOKI_TENANT.text(options),
-                host_label=label,
-                concurrency=_int(options, LOKI_CONCURRENCY),
-            )
+            source = LokiSource(url, selector=selector, **_paging(options), concurrency=_int(options, LOKI_CONCURRENCY))
         except TemplateError as exc:
             raise ProviderConstructionError(f"ATTRIBUTION_LOKI_SELECTOR={selector!r} cannot be used: {exc}") from exc
     else:
@@ -251,13 +249,4 @@ def _job_logs(options: Mapping[str, str]) -> JobLogSource | None:
         raise ProviderConstructionError(
             "ATTRIBUTION_LOKI_JOB_SELECTOR needs ATTRIBUTION_LOKI_URL, an http:// or https:// URL"
         )
-    label = _label(options)
-    return LokiJobLogSource(
-        url,
-        template,
-        host_label=label,
-        limit=_int(options, LOKI_LIMIT),
-        max_pages=_int(options, LOKI_MAX_PAGES),
-        tenant=LOKI_TENANT.text(options),
-        limits=limits,
-    )
+    return LokiJobLogSource(url, template, limits=limits, **_paging(options))
