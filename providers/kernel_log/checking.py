@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime, tzinfo
+from pathlib import Path
 
 from providers.base import CheckProblem, CheckSeverity, Deadline
+from providers.kernel_log.reading import list_folder
 
 ERROR, WARNING = CheckSeverity.ERROR, CheckSeverity.WARNING
 
@@ -41,3 +44,11 @@ class Checker:
             self.out_of_time = True
             self.problem(ERROR, what, "the check ran out of time before it read everything; give it more (--timeout)")
         return self.out_of_time
+
+    def folder(self, root: Path, what: str) -> list[os.DirEntry[str]] | None:
+        """The entries of the configured directory `root`, or None once a problem says the `what` cannot be read."""
+        try:
+            return list_folder(root)
+        except OSError as exc:
+            self.problem(ERROR, str(root), f"the {what} cannot be read ({exc.strerror}): give the Adapter read access")
+            return None

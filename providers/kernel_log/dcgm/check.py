@@ -71,12 +71,8 @@ def check_epilog(c: Checker, root: Path | None) -> dict[str, Any] | None:
         return None
     details: dict[str, Any] = {"dir": str(root), "hosts": [], "skipped": []}
     c.text.append(f"epilog results: {root}")
-    try:
-        entries = list_folder(root)
-    except OSError as exc:
-        c.problem(
-            ERROR, str(root), f"the epilog directory cannot be read ({exc.strerror}): give the Adapter read access"
-        )
+    entries = c.folder(root, "epilog directory")
+    if entries is None:
         return details
     per_node: dict[str, list[tuple[str, Path]]] = {}
     for entry in entries:

@@ -18,12 +18,8 @@ def check_job_logs(c: Checker, root: Path) -> dict[str, Any]:
     """The job-log tree `<dir>/<workload_id>/<attempt_index>/<node>.log*`: readable, laid out, files per attempt."""
     details: dict[str, Any] = {"dir": str(root), "workloads": [], "workloads_not_listed": 0, "skipped": []}
     c.text.append(f"job logs: {root}")
-    try:
-        entries = list_folder(root)
-    except OSError as exc:
-        c.problem(
-            ERROR, str(root), f"the job-log directory cannot be read ({exc.strerror}): give the Adapter read access"
-        )
+    entries = c.folder(root, "job-log directory")
+    if entries is None:
         return details
     workloads = []
     for entry in entries:

@@ -341,10 +341,8 @@ def check_files(c: Checker, source: FileSource) -> dict[str, Any]:
     ctx = TimeContext(zone=c.zone)  # no request window: a line without a year takes the one nearest now
     root = source.root
     details: dict[str, Any] = {"source": "files", "log_dir": str(root), "hosts": [], "combined": [], "skipped": []}
-    try:
-        entries = list_folder(root)
-    except OSError as exc:
-        c.problem(ERROR, str(root), f"the log directory cannot be read ({exc.strerror}): give the Adapter read access")
+    entries = c.folder(root, "log directory")
+    if entries is None:
         return details
     c.text.append(f"kernel logs: files source, {root}")
     hosts: list[HostReport] = []
