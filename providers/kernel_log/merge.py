@@ -48,7 +48,8 @@ def merge(
         notes.insert(0, "the kernel log window was only partly read (Loki page limit reached)")
         return outcome(findings, [], notes)
     unattributed = [NodeTarget(n) for n in with_logs if n not in named and n not in kernel.uncertain]
-    missing = len(nodes) - len(kernel.read.intersection(nodes))
+    # Nodes the deadline came before are said in their own note, not counted as without kernel lines.
+    missing = len(nodes) - len(kernel.read.intersection(nodes)) - len(kernel.unread.difference(kernel.read))
     if missing:
         notes.insert(0, missing_message(missing, len(nodes), "kernel log lines"))
     return outcome(findings, unattributed, notes)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping, Sequence
 
 from providers.base import (
@@ -14,6 +15,7 @@ from providers.base import (
     Provider,
     ProviderError,
     ProviderProcessingError,
+    ProviderTimeoutError,
     TraceContext,
 )
 from providers.kernel_log import check
@@ -33,7 +35,47 @@ from providers.kernel_log.window import Window, fast_window
 log = logging.getLogger("attribution_adapter.kernel_log")
 
 EPILOG_NOT_CONFIGURED = "epilog health-check logs are not configured"
+#: the time kept between the provider's own deadline and the request's, to merge what was read and answer: this
+#: share of the time left when the request starts, at most ANSWER_RESERVE_MAX_S
+ANSWER_RESERVE_SHARE = 0.1
+ANSWER_RESERVE_MAX_S = 0.5
+#: per-host files of a larger scope are read in parts of at most this many nodes, so that a deadline costs only the
+#: part it came in the middle of
+PART_NODES = 256
 SESSION_STATE_VERSION = 1
+
+# ---------------------------------------------------------------- deadline
+
+
+def answer_by(deadline: Deadline) -> Deadline:
+    """The provider's own deadline: the request's, less the time kept to merge and answer."""
+    reserve = min(deadline.remaining() * ANSWER_RESERVE_SHARE, ANSWER_RESERVE_MAX_S)
+    return Deadline(deadline.expires_at - reserve)
+
+
+def scope_parts(nodes: Sequence[str], size: int = PART_NODES) -> list[list[str]]:
+    """The scope in parts of at most `size` nodes, in scope order, nodes that share a short name in one part (so
+    that each part's node identity is the whole scope's: identity.NodeNames)."""
+    groups: dict[str, list[str]] = {}
+    for node in nodes:
+        groups.setdefault(node.lower().partition(".")[0], []).append(node)
+    parts: list[list[str]] = [[]]
+    for group in groups.values():
+        if parts[-1] and len(parts[-1]) + len(group) > size:
+            parts.append([])
+        parts[-1].extend(group)
+    return parts
+
+
+def _combined(source: FileSource) -> bool:
+    """Whether the log directory holds a file of many hosts: each part of a scope would read it again, so such a
+    tree is read in one go."""
+    try:
+        with os.scandir(source.root) as entries:
+            return any(e.is_file() and source.read_name(e.name, top_level=True).host is None for e in entries)
+    except OSError:
+        return True  # the scan itself will say what is wrong
+
 
 # ---------------------------------------------------------------- provider
 
@@ -89,19 +131,23 @@ class KernelLogProvider(Provider):
         names = scope_names(request.scope.nodes)
         nodes = names.nodes
         proof = None if key is None else Proof()
-        collector = self.collect(names, window, deadline, trace, proof)
+        # The provider's own deadline comes a little before the request's: what was read by then is merged and
+        # answered in time, instead of the caller getting a bare `timeout` that throws it away.
+        work = answer_by(deadline)
+        collector = self.collect(names, window, work, trace, proof)
         source = self.settings.source.evidence_source
         job = None
         if self.settings.job_logs is not None:
             try:
-                job_logs = self.settings.job_logs.read(request, nodes, window, deadline, trace)
+                job_logs = self.settings.job_logs.read(request, nodes, window, work, trace)
             except ProviderProcessingError as exc:
                 # The kernel logs were read: their findings stand, and the answer says what is missing beside them.
                 log.warning("job logs not read: %s", exc)
                 job_logs = JobLogs({}, (f"the job logs could not be read ({exc}): no job-log evidence was used",))
             job = job_log_result(request, nodes, job_logs, oom_kills(collector, source), self.settings.max_evidence)
         outcome = merge(nodes, attribute(nodes, collector, source), self.settings.max_evidence, job)
-        if proof is not None and not collector.unreadable_nodes and not collector.unreadable_combined:
+        complete = not (collector.unreadable_nodes or collector.unreadable_combined or collector.unread)
+        if proof is not None and complete:
             answers.put(key, proof, (outcome.attributions, outcome.unattributed_targets, outcome.error))  # type: ignore[union-attr,arg-type]
         return AttributionOutcome(
             attributions=outcome.attributions,
@@ -119,14 +165,41 @@ class KernelLogProvider(Provider):
         proof: Proof | None = None,
     ) -> Collector:
         """Read the window's lines of `nodes` from the configured source (the benchmark calls this too); with a
-        `proof` (the files source only), what was listed and read is recorded in it."""
-        collector = Collector(nodes, window, zone=self.settings.time_zone)
+        `proof` (the files source only), what was listed and read is recorded in it.
+
+        A large scope over per-host files is read in parts (`scope_parts`): when the deadline comes in the middle of
+        a part, the parts read before it stand and the nodes of the others are named `unread`.
+        """
+        names = nodes if isinstance(nodes, NodeNames) else NodeNames(nodes)
+        source = self.settings.source
+        per_host = isinstance(source, FileSource) and not _combined(source)
+        parts = scope_parts(names.nodes, PART_NODES) if per_host else None
+        if parts is None or len(parts) == 1:
+            collector = Collector(names, window, zone=self.settings.time_zone)
+            self._scan(collector, deadline, trace, proof)
+            return collector
+        whole = Collector(names, window, zone=self.settings.time_zone)
+        for part in parts:
+            if deadline.expired:
+                whole.unread.update(part)
+                continue
+            read = Collector(part, window, zone=self.settings.time_zone)
+            try:
+                self._scan(read, deadline, trace, proof)
+            except ProviderTimeoutError:
+                whole.unread.update(part)  # cut in the middle: none of this part's lines are used
+                continue
+            whole.absorb(read)
+        if len(whole.unread) == len(names.nodes):
+            raise ProviderTimeoutError("reading the kernel logs did not finish in time")
+        return whole
+
+    def _scan(self, collector: Collector, deadline: Deadline, trace: TraceContext | None, proof: Proof | None) -> None:
         if proof is not None:
             self.settings.source.scan(collector, deadline, trace, proof=proof)  # type: ignore[call-arg]
         else:
             self.settings.source.scan(collector, deadline, trace)
         collector.finish()
-        return collector
 
     def slow(
         self,

@@ -183,6 +183,19 @@ def test_past_the_deadline_reading_stops_with_a_timeout(tmp_path: Path) -> None:
         _read(tmp_path, ["a"], until=Deadline(time.monotonic() - 1))
 
 
+def test_a_deadline_passed_between_nodes_keeps_what_was_read_and_names_the_rest(tmp_path: Path) -> None:
+    write_tree(tmp_path, {"a.log": ["x"], "b.log": ["y"], "c.log": ["z"]})
+    until = Deadline(time.monotonic() + 0.05)
+
+    def slow_line(node: str, line: str) -> None:
+        time.sleep(0.1)  # reading node a outlasts the deadline; its lines were all read before the next check
+
+    read, got = _read(tmp_path, ["a", "b", "c"], on_line=slow_line, until=until)
+    assert set(read.nodes) == {"a"} and got["a"] == ["x"]
+    assert read.late == ("b", "c")
+    assert "the deadline came before the job logs of 2 of 3 node(s) with files were read: b, c" in read.notes
+
+
 def test_limits_and_names() -> None:
     with pytest.raises(ValueError):
         ReadLimits(node_bytes=0)

@@ -84,6 +84,8 @@ class JobLogRead:
     bytes_read: int = 0
     #: the request's bound stopped reading before every planned byte was read
     request_cut: bool = False
+    #: scope nodes with files that the deadline came before (or in the middle of): not read, not used
+    late: tuple[str, ...] = ()
     #: sentences for the answer or a log; they hold node names and counts, never log text
     notes: tuple[str, ...] = ()
 
@@ -123,9 +125,11 @@ def read_job_logs(
 ) -> JobLogRead:
     """Read the tail of every scope node's job log of one attempt into the sinks `sink_for(node)` returns.
 
-    `resolve` decides which scope node a file's stem names (whole names only). Raises `ProviderTimeoutError` past
-    the deadline and `ProviderProcessingError` when a directory exists but cannot be listed; a file that cannot be
-    read is skipped with a warning, never the whole answer.
+    `resolve` decides which scope node a file's stem names (whole names only). Nodes are read in scope order; once
+    the deadline has passed the nodes not yet read (and one cut in the middle) are left out and named in `late`,
+    and what was read stands. Raises `ProviderTimeoutError` when the deadline passes while the folder is listed,
+    and `ProviderProcessingError` when a directory exists but cannot be listed; a file that cannot be read is
+    skipped with a warning, never the whole answer.
     """
     limits = limits or ReadLimits()
     refused = tuple(n for n in nodes if not is_safe_component(n))
@@ -143,10 +147,23 @@ def read_job_logs(
     shares = _shares({node: files for node, files in groups.items()}, limits)
     budget = _Budget(limits.request_bytes)
     reads: dict[str, NodeRead] = {}
+    late: list[str] = []
     for node in nodes:
         files = groups.get(node)
-        if files:
+        if not files:
+            continue
+        if late or deadline.expired:
+            late.append(node)  # the deadline came first: what was read so far stands
+            continue
+        try:
             reads[node] = _read_node(node, files, shares[node], budget, sink_for, deadline)
+        except ProviderTimeoutError:
+            late.append(node)  # cut in the middle: none of this node's lines are used
+    if late:
+        notes.append(
+            f"the deadline came before the job logs of {len(late)} of {len(groups)} node(s) with files were read: "
+            f"{_names(late)}"
+        )
     without = tuple(n for n in nodes if n not in groups and n not in refused)
     cut_nodes = sum(1 for r in reads.values() if r.cut)
     if cut_nodes:
@@ -161,6 +178,7 @@ def read_job_logs(
         refused=refused,
         bytes_read=sum(r.bytes_read for r in reads.values()),
         request_cut=budget.cut,
+        late=tuple(late),
         notes=tuple(notes),
     )
 
@@ -408,3 +426,9 @@ def _describe(exc: BaseException) -> str:
     """The error's class (and OS reason): never its text, which may quote the file's bytes."""
     reason = getattr(exc, "strerror", None)
     return f"{type(exc).__name__} ({reason})" if isinstance(reason, str) else type(exc).__name__
+
+
+def _names(nodes: Sequence[str], shown: int = 8) -> str:
+    """The first `shown` node names, and how many more."""
+    more = len(nodes) - shown
+    return ", ".join(nodes[:shown]) + (f" and {more} more" if more > 0 else "")

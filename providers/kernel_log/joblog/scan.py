@@ -34,7 +34,8 @@ def scan_job_logs(
     """Read `<root>/<workload_id>/<attempt_index>/<node>.log*` for the scope's nodes and parse their tails.
 
     Node identity (file stems, torchelastic's `host`, NCCL peers) is decided by `resolver_factory(nodes)`. Raises
-    `ProviderTimeoutError` past the deadline and `ProviderProcessingError` when a folder cannot be listed.
+    `ProviderTimeoutError` when the deadline passes while the folder is listed, and `ProviderProcessingError` when
+    a folder cannot be listed; nodes the deadline came before are left out (`read.late`).
     """
     resolve = resolver_factory(nodes)
     parsers: dict[str, NodeParser] = {}
@@ -44,4 +45,5 @@ def scan_job_logs(
         return parser.feed
 
     read = read_job_logs(root, workload_id, attempt_index, nodes, resolve, sink_for, deadline, limits)
-    return JobLogScan(read, {node: parser.result() for node, parser in parsers.items()})
+    late = set(read.late)
+    return JobLogScan(read, {node: parser.result() for node, parser in parsers.items() if node not in late})

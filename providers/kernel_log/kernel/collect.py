@@ -53,6 +53,8 @@ class Collector:
     unreadable_combined: bool = False
     bytes_read: int = 0
     truncated: bool = False
+    #: scope nodes whose logs the deadline came before: not read, so neither blamed nor cleared
+    unread: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.names = self.nodes if isinstance(self.nodes, NodeNames) else NodeNames(self.nodes)
@@ -134,6 +136,20 @@ class Collector:
             self.unreadable_combined = True
         else:
             self.unreadable_nodes.add(node)
+
+    def absorb(self, other: Collector) -> None:
+        """Take what a finished collector of other scope nodes (a part of this scope, read on its own) holds."""
+        for node, count in other.lines_in_window.items():
+            self.lines_in_window[node] = self.lines_in_window.get(node, 0) + count
+        self.seen_before |= other.seen_before
+        self.seen_after |= other.seen_after
+        for node, records in other.records.items():
+            self.records.setdefault(node, []).extend(records)
+        self.unreadable_nodes |= other.unreadable_nodes
+        self.unreadable_combined = self.unreadable_combined or other.unreadable_combined
+        self.bytes_read += other.bytes_read
+        self.truncated = self.truncated or other.truncated
+        self.unread |= other.unread
 
     def with_telemetry(self) -> set[str]:
         """The nodes that had telemetry: a line of theirs fell in the window, or their log was seen to span it."""

@@ -48,6 +48,8 @@ class KernelConclusions:
     uncertain: frozenset[str]
     #: part of the window was never read (Loki page limit): no node may be called unattributed
     truncated: bool
+    #: scope nodes whose kernel logs the deadline came before: neither blamed nor cleared
+    unread: frozenset[str]
     #: sentences on what was not understood or not read, in order
     notes: tuple[str, ...]
 
@@ -58,7 +60,7 @@ def attribute(nodes: Sequence[str], collector: Collector, source: str) -> Kernel
     node_items: dict[str, list[EvidenceItem]] = {}
     job_items: list[EvidenceItem] = []
     unknown: Counter[str] = Counter()
-    uncertain: set[str] = set(collector.unreadable_nodes)
+    uncertain: set[str] = set(collector.unreadable_nodes) | collector.unread
     if collector.unreadable_combined:
         uncertain.update(nodes)
     for event in events:
@@ -79,12 +81,19 @@ def attribute(nodes: Sequence[str], collector: Collector, source: str) -> Kernel
             notes.append(f"the kernel logs of {readable_failed} node(s) could not be read from Loki")
         else:
             notes.append(f"{readable_failed} kernel log file group(s) could not be read")
+    if collector.unread:
+        late = [n for n in nodes if n in collector.unread]
+        shown = ", ".join(late[:8]) + (f" and {len(late) - 8} more" if len(late) > 8 else "")
+        notes.append(
+            f"the deadline came before the kernel logs of {len(late)} of {len(nodes)} nodes were read: {shown}"
+        )
     return KernelConclusions(
         node_items=node_items,
         job_items=job_items,
         read=frozenset(collector.with_telemetry()),
         uncertain=frozenset(uncertain),
         truncated=collector.truncated,
+        unread=frozenset(collector.unread),
         notes=tuple(notes),
     )
 
