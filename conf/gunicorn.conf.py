@@ -68,12 +68,20 @@ def _cannot_start(server, message):  # noqa: ANN001, ANN202
     sys.exit(4)
 
 
+IN_USE = "address already in use"
+#: said after a port in use: the commonest cause on a developer's machine is another instance with the same defaults
+_SECOND_INSTANCE = (
+    " (a second instance on one machine needs both ATTRIBUTION_BIND and ATTRIBUTION_METRICS_BIND set to free ports)"
+)
+
+
 def on_starting(server):  # noqa: ANN001, ANN201 - gunicorn hook, before gunicorn binds
     """A port in use is one line naming the setting, not gunicorn's retries and a metrics traceback."""
     for setting, address in (("ATTRIBUTION_BIND", _server.bind), ("ATTRIBUTION_METRICS_BIND", _server.metrics_bind)):
         problem = _bind_problem(address)
         if problem is not None:
-            _cannot_start(server, f"{setting}={address} cannot be bound: {problem}")
+            hint = _SECOND_INSTANCE if problem == IN_USE else ""
+            _cannot_start(server, f"{setting}={address} cannot be bound: {problem}{hint}")
 
 
 def when_ready(server):  # noqa: ANN001, ANN201 - gunicorn hook

@@ -1,4 +1,4 @@
-"""KernelLogProvider: attributes a job failure to nodes from their kernel logs and epilog DCGM results."""
+"""KernelLogProvider, the open provider's wiring: each signal's reader and rules, then the one merge, per phase."""
 
 from __future__ import annotations
 
@@ -81,7 +81,8 @@ def _combined(source: FileSource) -> bool:
 
 
 class KernelLogProvider(Provider):
-    """The open `kernel_log` provider: NVIDIA Xid/SXid, PCIe AER and GSP events from the nodes' kernel logs."""
+    """The open `kernel_log` provider: the nodes' kernel logs (NVIDIA Xid/SXid, NVLink, PCIe AER and GSP events) and
+    the job's own logs for `fast`, their epilog DCGM results for `slow`."""
 
     name = "kernel_log"
     version = "1"
@@ -105,7 +106,7 @@ class KernelLogProvider(Provider):
         return cls(parse_settings(options))
 
     def fast(self, request: AttributionRequest, deadline: Deadline, trace: TraceContext | None) -> AttributionOutcome:
-        """Classify the kernel lines of the scope's nodes around `detected_at`."""
+        """Classify the kernel lines and job logs of the scope's nodes around `detected_at`, within the deadline."""
         state = {"v": SESSION_STATE_VERSION}
         if not request.scope.nodes:
             return AttributionOutcome(

@@ -80,7 +80,8 @@ def test_a_port_in_use_is_one_clear_line_and_exit_4(start_gunicorn, setting):
     assert code == CANNOT_START
     assert "Traceback" not in output
     assert errors(json_lines(output)) == [
-        f"attribution-adapter: cannot start: {setting}={address} cannot be bound: address already in use"
+        f"attribution-adapter: cannot start: {setting}={address} cannot be bound: address already in use (a second "
+        "instance on one machine needs both ATTRIBUTION_BIND and ATTRIBUTION_METRICS_BIND set to free ports)"
     ]
 
 
