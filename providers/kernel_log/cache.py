@@ -38,11 +38,11 @@ class Bounded(Generic[K, V]):
     def __contains__(self, key: object) -> bool:
         return key in self._items
 
-    def get(self, key: K, valid: Callable[[V], bool] | None = None) -> V | None:
-        """The item under `key`, made the most recently used; None when absent or when `valid` says it is not."""
+    def get(self, key: K) -> V | None:
+        """The item under `key`, made the most recently used; None when absent."""
         with self._lock:
             item = self._items.get(key)
-            if item is None or (valid is not None and not valid(item[0])):
+            if item is None:
                 return None
             self._items.move_to_end(key)
             return item[0]

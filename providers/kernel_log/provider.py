@@ -173,9 +173,8 @@ class KernelLogProvider(Provider):
         """
         names = nodes if isinstance(nodes, NodeNames) else NodeNames(nodes)
         source = self.settings.source
-        per_host = isinstance(source, FileSource) and not _combined(source)
-        parts = scope_parts(names.nodes, PART_NODES) if per_host else None
-        if parts is None or len(parts) == 1:
+        parts = scope_parts(names.nodes, PART_NODES) if isinstance(source, FileSource) else []
+        if len(parts) <= 1 or _combined(source):  # type: ignore[arg-type]
             collector = Collector(names, window, zone=self.settings.time_zone)
             self._scan(collector, deadline, trace, proof)
             return collector

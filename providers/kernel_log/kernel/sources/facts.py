@@ -103,8 +103,8 @@ class FactCache:
         self._items: Bounded[tuple[str, str], tuple[tuple[int, ...], object]] = Bounded(entries)
 
     def _get(self, key: tuple[str, str], sig: tuple[int, ...]) -> object | None:
-        item = self._items.get(key, valid=lambda held: held[0] == sig)
-        return None if item is None else item[1]
+        item = self._items.get(key)
+        return None if item is None or item[0] != sig else item[1]
 
     def _any(self, key: tuple[str, str]) -> object | None:
         item = self._items.peek(key)
