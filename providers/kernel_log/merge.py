@@ -18,6 +18,9 @@ from providers.kernel_log.joblog.work import PRIMARY
 from providers.kernel_log.kernel.collect import Collector
 from providers.kernel_log.kernel.rules import KernelConclusions
 
+#: job-level conclusions that say no rank was singled out: they hold only when every node's job log was read
+UNSINGLED = frozenset({"collective_timeout"})
+
 
 def merge(
     nodes: Sequence[str], kernel: KernelConclusions, max_evidence: int, job: JobLogResult | None = None
@@ -40,14 +43,23 @@ def merge(
             findings = [_with_job_level(finding(AllJobResources(), kernel.job_items, max_evidence), job, max_evidence)]
         elif job is not None and job.conclusions.job is not None:
             whole = job.conclusions.job
-            when = whole.observed_at or job.detected_at
-            findings = [Finding(AllJobResources(), whole.category, when, whole.evidence[:max_evidence])]
+            if job.late and whole.category in UNSINGLED:
+                # The nodes read single no one out, but the culprit may be among those the deadline came before.
+                notes.append(
+                    f"no rank of the nodes read is singled out ({whole.category}), but the job logs of "
+                    f"{len(job.late)} node(s) were not read, so the job as a whole is not concluded"
+                )
+            else:
+                when = whole.observed_at or job.detected_at
+                findings = [Finding(AllJobResources(), whole.category, when, whole.evidence[:max_evidence])]
     named = {f.target.name for f in findings if isinstance(f.target, NodeTarget)}
     if kernel.truncated:
         # Part of the window was never read, so a node without a finding was not fully looked at.
         notes.insert(0, "the kernel log window was only partly read (Loki page limit reached)")
         return outcome(findings, [], notes)
-    unattributed = [NodeTarget(n) for n in with_logs if n not in named and n not in kernel.uncertain]
+    # A node whose job logs the deadline came before was not wholly looked at: neither blamed nor cleared.
+    late = job.late if job is not None else frozenset()
+    unattributed = [NodeTarget(n) for n in with_logs if n not in named and n not in kernel.uncertain and n not in late]
     # Nodes the deadline came before are said in their own note, not counted as without kernel lines.
     missing = len(nodes) - len(kernel.read.intersection(nodes)) - len(kernel.unread.difference(kernel.read))
     if missing:

@@ -19,6 +19,7 @@ from providers.base import Deadline
 from providers.kernel_log import KernelLogProvider
 from providers.kernel_log.kernel.sources.files import FileSource
 from providers.kernel_log.provider import answer_by, scope_parts
+from tests.joblog import fixtures as fx
 from tests.kernel_log.conftest import DETECTED, at, fast_body, healthy_lines, rsyslog, write_lines, xid
 
 NODES = [f"node-{i}" for i in range(6)]
@@ -157,3 +158,39 @@ def test_parts_keep_nodes_that_share_a_short_name_together() -> None:
     nodes = ["a-1", "b-1", "a-1.rack", "c-1", "d-1", "b-1.rack", "e-1"]
     assert scope_parts(nodes, 3) == [["a-1", "a-1.rack"], ["b-1", "b-1.rack", "c-1"], ["d-1", "e-1"]]
     assert scope_parts(nodes, 100) == [["a-1", "a-1.rack", "b-1", "b-1.rack", "c-1", "d-1", "e-1"]]
+
+
+def test_no_job_wide_conclusion_when_the_deadline_left_nodes_unread(tmp_path, monkeypatch):
+    """Every rank read timed out at one sequence number, but two nodes' logs were not read: the culprit may be
+    there, so the job as a whole is not concluded; the answer says why."""
+    import providers.kernel_log.joblog.files as job_files
+    from tests.joblog.support import write_tree
+    from tests.kernel_log.test_job_logs_app import DETECTED as JOB_DETECTED
+    from tests.kernel_log.test_job_logs_app import WORKLOAD, _client, _kernel, _strip
+
+    lines = _strip(fx.LLAMAFACTORY_7396)  # ranks 0, 3, 4 at work 1580: no rank singled out
+    nodes = ["node-a", "node-b", "node-c", "node-d"]
+    for node in nodes:
+        _kernel(tmp_path, node)
+    write_tree(tmp_path / "jobs", {"node-a.log": [lines[0], lines[2]], "node-b.log": [lines[1], lines[3]],
+                                   "node-c.log": ["x"], "node-d.log": ["y"]}, WORKLOAD, 0)
+    real = job_files._read_node
+
+    def read_node(node, *args, **kwargs):  # type: ignore[no-untyped-def]
+        out = real(node, *args, **kwargs)
+        if node == "node-b":
+            time.sleep(2.8)  # past the provider's own deadline (2.7 s of the 3 s)
+        return out
+
+    monkeypatch.setattr(job_files, "_read_node", read_node)
+    body = fast_body(nodes, JOB_DETECTED.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), [0, 3, 4], workload_id=WORKLOAD)
+    body["timeout_ms"] = 3000
+    data = _client(tmp_path).post("/v1/attribution", json=body).get_json()
+    assert data["attributions"] == []
+    # Read whole and clean: cleared; the two whose job logs were not read: neither blamed nor cleared.
+    assert [t["name"] for t in data["unattributed_targets"]] == ["node-a", "node-b"]
+    assert data["error"]["type"] == "insufficient_telemetry"
+    message = data["error"]["message"]
+    assert "the deadline came before the job logs of 2 of 4 node(s) with files were read: node-c, node-d" in message
+    assert ("no rank of the nodes read is singled out (collective_timeout), but the job logs of 2 node(s) were not "
+            "read, so the job as a whole is not concluded") in message

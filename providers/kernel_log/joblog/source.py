@@ -43,6 +43,8 @@ class JobLogs:
 
     logs: dict[str, NodeLog]
     notes: tuple[str, ...]
+    #: scope nodes with job logs that the deadline came before: not read
+    late: tuple[str, ...] = ()
 
 
 class JobLogSource(Protocol):
@@ -67,7 +69,7 @@ class FileJobLogSource:
             self.root, request.workload_id, request.workload_context.attempt_index, nodes, deadline,
             limits=self.limits, resolver_factory=resolver,
         )
-        return JobLogs(scan.logs, scan.read.notes)
+        return JobLogs(scan.logs, scan.read.notes, scan.read.late)
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,9 @@ class JobLogResult:
     notes: tuple[str, ...]
     #: a node conclusion whose lines carry no collector time is dated at the failure
     detected_at: datetime
+    #: scope nodes whose job logs the deadline came before: what the logs read say of the job as a whole is not the
+    #: whole job's
+    late: frozenset[str] = frozenset()
 
 
 def job_log_result(
@@ -90,7 +95,8 @@ def job_log_result(
     """Apply the job-log rules to what was read."""
     conclusions = conclude(nodes, list(request.scope.ranks), job_logs.logs, kills, max_evidence=max_evidence)
     notes = [*job_logs.notes, *(n for n in conclusions.notes if not any(p in n for p in _PRECEDENCE_NOTES))]
-    return JobLogResult(conclusions, frozenset(job_logs.logs), tuple(notes), request.failure_context.detected_at)
+    detected = request.failure_context.detected_at
+    return JobLogResult(conclusions, frozenset(job_logs.logs), tuple(notes), detected, frozenset(job_logs.late))
 
 
 __all__ = ["FileJobLogSource", "JobLogResult", "JobLogSource", "JobLogs", "job_log_result", "resolver"]
