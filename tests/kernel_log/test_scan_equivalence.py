@@ -24,6 +24,7 @@ from providers.kernel_log.kernel.collect import KEYWORD_BYTES, KEYWORDS, Collect
 from providers.kernel_log.kernel.parse import is_continuation, parse_line
 from providers.kernel_log.kernel.rules import attribute
 from providers.kernel_log.kernel.sources.files import FileSource
+from providers.kernel_log.kernel.sources.search import READ_CHUNK
 from providers.kernel_log.merge import merge
 from providers.kernel_log.window import Window
 from tests.kernel_log.conftest import DETECTED, deadline
@@ -449,8 +450,10 @@ def test_a_warm_request_with_another_window_reuses_the_blocks_it_shares(tmp_path
     for window, got in ((first, again), (second, other)):
         slow = scan(FileSource(tmp_path, cache_entries=0, by_stamps=False), ["worker-01"], window)
         assert state(got) == state(slow)
-    assert again.bytes_read == 0  # the same window again: its search's answer and its blocks were kept
-    assert other.bytes_read < cold.bytes_read // 20  # inside the first window: nothing new to read
+    # The same window again, or one inside it: the search's answer and the blocks' summaries were kept; only the
+    # blocks at the window's edges and the one holding the event's line are read again.
+    assert again.bytes_read <= 4 * READ_CHUNK < cold.bytes_read // 15
+    assert other.bytes_read < cold.bytes_read // 10  # and the probes of its new search
 
 
 @pytest.mark.parametrize("block_bytes", [0, 40_000, 200_000])

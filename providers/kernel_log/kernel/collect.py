@@ -105,6 +105,19 @@ class Collector:
         if after:
             self.seen_after.add(node)
 
+    def open_record(self, node: str, origin: str | None = None) -> Record | None:
+        """The record of `node` from `origin` that a next line may continue, or None."""
+        return self._open.get((node, origin))
+
+    def reopen(self, node: str, parsed: ParsedLine, raw: str, origin: str | None = None) -> None:
+        """Open the record a line inside the window starts, the line already counted (add_heads) and no record of
+        `origin` open: what add_parsed does with it once counted (a source that left it unparsed until a next line
+        could continue it)."""
+        tag = parsed.tag
+        if tag is not None and tag != KERNEL_TAG and tag.lower() != KERNEL_TAG:
+            return
+        self._open[(node, origin)] = new_record(parsed, raw)
+
     def add_continuation(self, node: str, text: str, origin: str | None = None) -> None:
         """Take a line with no stamp that continues the previous line of the same origin (dmesg, journalctl)."""
         current = self._open.get((node, origin))

@@ -1,15 +1,21 @@
 """Blocks of one host's log lines: what the `files` source learns about a block without any window, kept between
-requests.
+requests as a compact summary.
 
 A block is the whole lines between two read positions of a file. Whether it can be counted from its timestamps (one
 stamp shape on every line, in time order, only ASCII, no NUL), its stamps, and which of its lines must go through
 the line parser (keyword lines, lines sharing a `[seconds]` value) depend on its bytes alone, not on the request's
 window: `analyse` works them out once and `BlockCache` keeps them, keyed by the file's identity (device, inode,
-size, modification time) and the block's first byte (a block analysed for another stamp pattern is not used). A
-later request over the same bytes, with any window, only bisects the stamps for its bounds and parses the few
-marked lines.
+size, modification time) and the block's first byte (a block analysed for another stamp pattern is not used).
 
-The cache holds at most `max_bytes` (an estimate of the memory each block takes), least recently used dropped first.
+What is kept is a summary of a few hundred bytes, never the block's lines: its number of lines, its first and last
+stamps, the indexes of its marked lines, the `[seconds]` values of its first and last lines and where its last line
+starts. A later request over the same bytes, with any window, counts a block lying wholly inside its window from
+the summary alone, reading and parsing nothing (files.py); a block at the window's edges (or holding marked lines)
+is read again (one `pread` of its bytes, from the page cache), its stamps bisected for the window's bounds, and
+only its first line, its marked lines and the first line past the reading bound are parsed.
+
+The cache holds at most `max_bytes` (an estimate of the memory each summary takes), least recently used dropped
+first: at the default, about 50,000 blocks, a dozen for each of 4,096 hosts.
 """
 
 from __future__ import annotations
@@ -20,100 +26,77 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date
 from functools import lru_cache
 
 from providers.kernel_log.cache import Bounded
 from providers.kernel_log.kernel.collect import KEYWORD_BYTES
-from providers.kernel_log.kernel.parse import ParsedLine, parse_line
 
-#: what the cache of analysed blocks may hold, in bytes (estimated: lines, stamps and their objects)
+#: what the cache of block summaries may hold, in bytes (estimated: packed stamps and the summary's objects)
 BLOCK_CACHE_BYTES = 32 * 1024 * 1024
 #: a file modified less than this long ago may change again within one tick of a coarse file-system clock without
 #: its modification time changing: its blocks are trusted only once the bytes before its end are found unchanged
 SETTLE_NS = 2_000_000_000
 #: the bytes before a file's end compared to tell an appended file from a rewritten one
 TAIL_BYTES = 4096
-#: files whose lineage (identity and end as last seen) is kept
-LINEAGES = 4096
+#: files whose lineage (identity and end as last seen) is kept: a current and a rotated file for 8,192 hosts
+LINEAGES = 16384
 #: every `[seconds]` of a block: a line's kernel stamp (parse.py `_MONO`) is one of them, so when none repeats no
 #: two lines share a kernel stamp and none continues the record before it
 BRACKET = re.compile(rb"\[ *(\d+\.\d+)\]")
-#: per-object overhead counted for each line and stamp kept (CPython bytes objects and list slots)
-_OBJECT_BYTES = 48
-#: lines of a block counted from its stamps that requests may add to its parsed lines (the first one past a window's
-#: reading bound, which the next request with that bound parses again); counted in its size from the start
-EXTRA_PARSED = 4
+#: the memory a block's summary takes with its key in the cache, estimated (its marked lines: 40 bytes more each)
+_SUMMARY_BYTES = 640
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Block:
-    """A block's window-independent facts: its lines (without their newlines), their stamps in order, and the
-    indexes of the lines that must be parsed one by one. `stamps` is None when the block cannot be counted from
-    its stamps: every line of it is then parsed."""
+    """A block's window-independent facts, when it can be counted from its stamps: its end, its number of lines, its
+    first and last stamps, the indexes of the lines that must be parsed one by one, the `[seconds]` values of its
+    first and last lines and where its last line starts (a file offset)."""
 
     end: int  # the file offset just after the block's last newline
     pattern: bytes  # the stamp pattern it was analysed for
-    lines: list[bytes]
-    stamps: list[bytes] | None
-    marked: list[int]
-    #: lines as text and parsed (their stamps make the parse independent of any TimeContext): the first, the marked
-    #: and the last line of a block counted from its stamps; every line of another block whose lines all start with
-    #: a digit
-    parsed: dict[int, tuple[str, ParsedLine | None]] = field(default_factory=dict)
+    count: int
+    first: bytes
+    last: bytes
+    marked: tuple[int, ...]
+    first_brackets: tuple[bytes, ...]
+    last_brackets: tuple[bytes, ...]
+    last_at: int
 
     @property
     def size(self) -> int:
-        stamps = self.stamps or ()
-        texts = sum(2 * len(text) for text, _ in self.parsed.values())  # a parsed line: its text and message
-        objects = len(self.lines) + len(stamps) + 8 * len(self.parsed)  # and its fields
-        if self.stamps is not None:  # room for the lines requests may add (`parsed_line`), at the longest
-            texts += EXTRA_PARSED * 2 * max(map(len, self.lines))
-            objects += EXTRA_PARSED * 8
-        return sum(map(len, self.lines)) + sum(map(len, stamps)) + texts + _OBJECT_BYTES * objects
-
-    def parsed_line(self, i: int) -> tuple[str, ParsedLine | None]:
-        """Line `i` of a block counted from its stamps as text and parsed, kept when there is room (its stamp makes
-        the parse independent of any TimeContext; the block is ASCII without NUL, so its text is what the reader's
-        decoding gives)."""
-        known = self.parsed.get(i)
-        if known is None:
-            text = self.lines[i].decode("ascii").rstrip("\r")
-            known = (text, parse_line(text))
-            if len(self.parsed) < len(self.marked) + 2 + EXTRA_PARSED:
-                self.parsed[i] = known
-        return known
+        return _SUMMARY_BYTES + 40 * len(self.marked)
 
 
-def analyse(view: bytes, end: int, pattern: re.Pattern[bytes]) -> Block:
-    """The facts of `view` (whole lines, ending with a newline) for the stamp `pattern` (a match starts at a newline;
-    the block is searched with one put before it, so as many matches as lines means every line starts with one)."""
-    lines = view[:-1].split(b"\n")
+def analyse(view: bytes, end: int, pattern: re.Pattern[bytes]) -> Block | None:
+    """The facts of `view` (whole lines, ending with a newline, the last of them ending at file offset `end`) for
+    the stamp `pattern` (a match starts at a newline; the block is searched with one put before it, so as many
+    matches as lines means every line starts with one); None when it cannot be counted from its stamps (its lines
+    are then parsed one by one)."""
     stamps = sorted_stamps(view, pattern)
     if stamps is None:
-        # Parsed line by line; lines that all start with a digit (an RFC 3339 stamp's) parse the same whatever the
-        # TimeContext, so they are kept parsed.
-        plain = view.isascii() and b"\x00" not in view
-        every = range(len(lines)) if plain and all(line[:1].isdigit() for line in lines) else ()
-        return Block(end, pattern.pattern, lines, None, [], _parsed(lines, every))
+        return None
     marked = keyword_lines(view)
     brackets = BRACKET.findall(view)
     if len(set(brackets)) != len(brackets):
         # A `[seconds]` value repeats: lines holding it may share a kernel stamp (a record of several lines),
         # so they are fed one by one too; every other line's kernel stamp is its own.
         marked = sorted(set(marked).union(repeated_lines(view, brackets)))
-    return Block(end, pattern.pattern, lines, stamps, marked, _parsed(lines, {0, *marked, len(stamps) - 1}))
-
-
-def _parsed(lines: list[bytes], indexes: Iterable[int]) -> dict[int, tuple[str, ParsedLine | None]]:
-    """The lines at `indexes` (ASCII, no NUL, each starting with a digit) as the reader decodes and parses them."""
-    out = {}
-    for i in indexes:
-        text = lines[i].decode("ascii").rstrip("\r")
-        out[i] = (text, parse_line(text))
-    return out
+    last_at = view.rfind(b"\n", 0, len(view) - 1) + 1
+    return Block(
+        end,
+        pattern.pattern,
+        len(stamps),
+        stamps[0],
+        stamps[-1],
+        tuple(marked),
+        tuple(BRACKET.findall(view, 0, view.find(b"\n"))),
+        tuple(BRACKET.findall(view, last_at)),
+        end - len(view) + last_at,
+    )
 
 
 def sorted_stamps(view: bytes, pattern: re.Pattern[bytes]) -> list[bytes] | None:

@@ -20,7 +20,7 @@ import stat
 import zlib
 from bisect import bisect_right
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
@@ -281,8 +281,13 @@ class _Reader:
         self._shape: Shape | None | bool = None
         #: for a combined file: a search for the scope's short names (None: every line is parsed)
         self.hosts: re.Pattern[bytes] | None = None
+        #: the last line of a block counted from its summary, its record not yet opened (`_inside`): its bytes (None:
+        #: read from `_file`), where it starts and ends, its `[seconds]` values
+        self.pending: tuple[bytes | None, int, int, tuple[bytes, ...]] | None = None
+        self._file: PlainFile | None = None
 
     def close(self) -> None:
+        self.pending = None  # a record holding no keyword: nothing kept when its file ends
         for node in self.nodes_seen:
             self.collector.end_origin(node, self.origin)
 
@@ -343,8 +348,10 @@ class _Reader:
 
     def forward_plain(self, f: PlainFile, offset: int, place: _BlockPlace) -> None:
         """`forward` over a plain file from `offset`, reading on a fixed grid of READ_CHUNK bytes so that blocks of
-        whole lines fall in the same places whatever the window; a block analysed before is taken from `place`'s
-        cache instead of being read again (the block's bytes, from the file of the same identity)."""
+        whole lines fall in the same places whatever the window; a block whose summary was kept (`place`'s cache,
+        from the file of the same identity) is counted from it when it lies wholly inside the window, else its bytes
+        are read again and only the lines its summary marks and those at the window's edges are parsed."""
+        self._file = f
         start = offset  # the file offset of the first byte of `rest`
         rest = b""
         while True:
@@ -352,11 +359,15 @@ class _Reader:
             if self.node is not None and self._shape is not False:
                 cached = self._cached_block(start, place)
                 if cached is not None:
-                    if self.apply(cached):
+                    done = self._kept(f, start, cached)
+                    if done is None:
+                        cached = None  # its bytes are not what the summary says: read as a new block
+                    elif done:
                         return
-                    # `rest` held no newline, so the block reaches past it: reading goes on where the block ends.
-                    start, rest = cached.end, b""
-                    continue
+                    else:
+                        # `rest` held no newline, so the block reaches past it: reading goes on where it ends.
+                        start, rest = cached.end, b""
+                        continue
             at = start + len(rest)
             f.seek(at)
             chunk = f.read(READ_CHUNK - at % READ_CHUNK)
@@ -369,10 +380,11 @@ class _Reader:
                 if len(rest) > MAX_LINE:  # not a syslog line: dropped, never a buffer without bound
                     start, rest = start + len(rest), b""
                 continue
-            block = self._new_block(data, cut + 1, start, place)
+            view = data[: cut + 1] if cut + 1 < len(data) else data
             rest = data[cut + 1 :]
+            done = self._new_block(view, start, place)
             start += cut + 1
-            if self.apply(block) if block is not None else self.block(data, cut + 1):
+            if done:
                 return
         if rest:
             self.feed(rest)
@@ -385,33 +397,45 @@ class _Reader:
         return self._shape if isinstance(self._shape, Shape) else None
 
     def _cached_block(self, start: int, place: _BlockPlace) -> Block | None:
+        """The kept summary of the block starting at `start`, when it covers bytes known unchanged and was made for
+        the file's stamp shape."""
         block = place.cache.get((place.path, place.lineage, start))
         if block is None or block.end > place.valid:
             return None
-        shape = self._shape if isinstance(self._shape, Shape) else self._shape_of(block.lines[0])
-        if shape is None:
-            return replace(block, stamps=None)  # no usable shape: every line is parsed
-        return block if block.pattern == shape.pattern.pattern else None
+        # The first line starts with its stamp, followed by a blank (the pattern's lookahead).
+        shape = self._shape if isinstance(self._shape, Shape) else self._shape_of(block.first + b" ")
+        return block if shape is not None and block.pattern == shape.pattern.pattern else None
 
-    def _new_block(self, data: bytes, end: int, start: int, place: _BlockPlace) -> Block | None:
-        """The analysed block of `data[:end]` (kept in the cache), or None when it is read line by line anyway."""
+    def _kept(self, f: PlainFile, start: int, block: Block) -> bool | None:
+        """Feed a block from its kept summary (reading its bytes again unless it lies wholly inside the window with
+        nothing marked); True when reading should stop, None when its bytes no longer match the summary."""
+        shape = self._shape
+        assert isinstance(shape, Shape)
+        if not block.marked and shape.holds(block.first, block.last):
+            done = self._inside(block, None)
+            if done is not None:
+                return done
+        data = f.pread(start, block.end - start)
+        if len(data) != block.end - start or not data.endswith(b"\n"):
+            return None
+        ordered = shape.pattern.findall(b"\n" + data[:-1])
+        if len(ordered) != block.count or ordered[0] != block.first or ordered[-1] != block.last:
+            return None
+        return self._by_stamps(block, data[:-1].split(b"\n"), ordered, shape, inside_tried=True)
+
+    def _new_block(self, view: bytes, start: int, place: _BlockPlace) -> bool:
+        """Feed the whole lines `view` read from file offset `start`, keeping the block's summary when it can be
+        counted from its stamps; True when reading should stop."""
         if self.node is None or self._shape is False:
-            return None
-        shape = self._shape_of(data)
-        if shape is None:
-            return None
-        block = analyse(data[:end] if end < len(data) else data, start + end, shape.pattern)
+            return self.block(view, len(view))
+        shape = self._shape_of(view)
+        block = None if shape is None else analyse(view, start + len(view), shape.pattern)
+        if block is None:
+            return any(self.feed(raw) for raw in view[:-1].split(b"\n"))
+        assert shape is not None
         place.cache.put((place.path, place.lineage, start), block)
-        return block
-
-    def apply(self, block: Block) -> bool:
-        """Feed an analysed block; True when reading should stop."""
-        if block.stamps is None:
-            if len(block.parsed) == len(block.lines):  # every line kept parsed
-                return any(self.take(*block.parsed[i]) for i in range(len(block.lines)))
-            return any(self.feed(raw) for raw in block.lines)
-        assert isinstance(self._shape, Shape)
-        return self._by_stamps(block, self._shape)
+        lines = view[:-1].split(b"\n")
+        return self._by_stamps(block, lines, None, shape, view=view)
 
     def forward(self, chunks: Iterator[bytes]) -> None:
         """Feed lines in order until the first one later than the window's end (still fed, for coverage)."""
@@ -434,9 +458,12 @@ class _Reader:
     def block(self, data: bytes, end: int) -> bool:
         """Feed the whole lines `data[:end]` (`end` just after a newline); True when reading should stop."""
         if self.node is not None and self._shape is not False:
-            done = self._block_by_stamps(data, end)
-            if done is not None:
-                return done
+            shape = self._shape_of(data)
+            view = data[:end] if end < len(data) else data
+            block = None if shape is None else analyse(view, end, shape.pattern)
+            if block is not None:
+                assert shape is not None
+                return self._by_stamps(block, view[:-1].split(b"\n"), None, shape, view=view)
         elif self.hosts is not None and self._shape is not False:
             done = self._combined_by_stamps(data, end, self.hosts)
             if done is not None:
@@ -445,16 +472,6 @@ class _Reader:
             if self.feed(raw):
                 return True
         return False
-
-    def _block_by_stamps(self, data: bytes, end: int) -> bool | None:
-        """The fast way through a block of one node's lines, or None when the block does not qualify (blocks.py)."""
-        shape = self._shape_of(data)
-        if shape is None:
-            return None
-        block = analyse(data[:end] if end < len(data) else data, end, shape.pattern)
-        if block.stamps is None:
-            return None
-        return self._by_stamps(block, shape)
 
     def _combined_by_stamps(self, data: bytes, end: int, hosts: re.Pattern[bytes]) -> bool | None:
         """A block of a combined file, or None when it does not qualify: only the lines that can be a scope host's
@@ -481,34 +498,37 @@ class _Reader:
                 return True
         return False
 
-    def _by_stamps(self, block: Block, shape: Shape) -> bool:
+    def _by_stamps(
+        self,
+        block: Block,
+        lines: list[bytes],
+        ordered: list[bytes] | None,
+        shape: Shape,
+        view: bytes | None = None,
+        inside_tried: bool = False,
+    ) -> bool:
         """Feed a block that qualifies (blocks.py): every line's stamp has one shape, in time order, ASCII, no NUL.
+        `lines` are its lines, `ordered` their stamps (None: found in `view`, the block's bytes, when needed).
 
         A line whose `[seconds]` values occur nowhere else in the block shares its kernel stamp with no other line,
         so it neither continues a record nor is continued: it starts a record of its own, which is never kept when
         it holds no keyword, and only its time counts. Those lines are counted by bisecting the stamps. The first and
         the last line, the marked lines (keyword lines, lines holding a repeated `[seconds]` value) and the lines
-        from the first one past the reading bound on are fed one by one, so the state left is exact.
+        from the first one past the reading bound on are fed one by one, so the state left is exact; a block wholly
+        inside the window with nothing marked is counted from its summary (`_inside`).
         """
-        ordered, parsed, marked = block.stamps, block.parsed, block.marked
-        assert ordered is not None
+        marked = block.marked
+        if not inside_tried and not marked and shape.holds(block.first, block.last):
+            done = self._inside(block, lines[-1])
+            if done is not None:
+                return done
+        if ordered is None:
+            assert view is not None
+            ordered = shape.pattern.findall(b"\n" + view[:-1])
         n = len(ordered)
         node = self.node
         assert node is not None
-        if not marked and shape.holds(ordered[0], ordered[-1]):
-            (first_text, first), (last_text, last) = parsed[0], parsed[n - 1]
-            if first is not None and last is not None:
-                # Wholly inside the window, nothing marked: the first line (which may continue the open record),
-                # n - 2 lines each a record of its own, the last line (which the next block may continue; its
-                # kernel stamp is not the first line's, so it closes the record the first line left open).
-                collector, origin = self.collector, self.origin
-                collector.add_parsed(node, first, first_text, origin)
-                collector.add_heads(node, 0, n - 2, 0)
-                collector.add_parsed(node, last, last_text, origin)
-                self.nodes_seen.add(node)
-                self.previous = (node, last)
-                return False  # the window's end is not past the reading bound
-        if self.take(*parsed[0]):
+        if self.take(*self._parsed(lines[0])):
             return True
         stop = bisect_right(ordered, shape.hi_key, 1, n - 1)  # lines [1, stop) are not past the reading bound
         low = 1
@@ -518,13 +538,57 @@ class _Reader:
                 before = shape.count_before(ordered, low, k)
                 upto = bisect_right(ordered, shape.end_key, low, k)
                 self.collector.add_heads(node, before - low, upto - before, k - upto)
-            if k < stop and self.take(*parsed[k]):
+            if k < stop and self.take(*self._parsed(lines[k])):
                 return True
             low = k + 1
         for i in range(stop, n):
-            if self.take(*block.parsed_line(i)):
+            if self.take(*self._parsed(lines[i])):
                 return True
         return False
+
+    def _inside(self, block: Block, last: bytes | None) -> bool | None:
+        """Count a block lying wholly inside the window with no marked line from its summary, parsing nothing; None
+        when its first line may continue the open record (its bytes are then read line by line).
+
+        Every line of it is in the window and starts a record holding no keyword (no `[seconds]` value repeats in
+        it), so the open record before it is complete unless the first line repeats its kernel stamp, and of the
+        records it starts only the last one's may go on (in the next block). That last line is left `pending`,
+        counted but unparsed: a next line that can continue it (repeating one of its `[seconds]` values, or an
+        unstamped line) has it parsed and its record opened first (`_open_pending`); any other line closes it, a
+        record holding no keyword, which keeps nothing. `last` is its bytes when they are at hand.
+        """
+        node = self.node
+        assert node is not None
+        if self.pending is not None and set(self.pending[3]).intersection(block.first_brackets):
+            self._open_pending()
+        if self.pending is None:
+            current = self.collector.open_record(node, self.origin)
+            if current is not None and current.mono is not None and current.mono.encode() in block.first_brackets:
+                return None
+            self.collector.end_origin(node, self.origin)
+        self.collector.add_heads(node, 0, block.count, 0)
+        self.nodes_seen.add(node)
+        self.pending = (last, block.last_at, block.end, block.last_brackets)
+        self.previous = None
+        return False
+
+    def _open_pending(self) -> None:
+        """Parse the pending line (counted, its record not opened: `_inside`) and open its record."""
+        assert self.pending is not None and self.node is not None
+        raw, at, end, _ = self.pending
+        self.pending = None
+        if raw is None:
+            assert self._file is not None
+            raw = self._file.pread(at, end - 1 - at)  # the line without its newline
+        text, parsed = self._parsed(raw)
+        if parsed is not None:
+            self.collector.reopen(self.node, parsed, text, self.origin)
+            self.previous = (self.node, parsed)
+
+    def _parsed(self, raw: bytes) -> tuple[str, ParsedLine | None]:
+        """A line of a block that qualifies (ASCII, no NUL) as text and parsed, as `feed` makes them."""
+        text = raw.decode("ascii").rstrip("\r")
+        return text, parse_line(text, self.ctx)
 
     def feed(self, raw: bytes) -> bool:
         """Feed one line; True when it is past the window's end and reading should stop."""
@@ -533,6 +597,14 @@ class _Reader:
 
     def take(self, text: str, parsed: ParsedLine | None) -> bool:
         """Take one line as text and parsed; True when it is past the window's end and reading should stop."""
+        if self.pending is not None:
+            if parsed is None:
+                if text.strip():  # an unstamped line may continue it
+                    self._open_pending()
+            elif parsed.mono is not None and parsed.mono.encode() in self.pending[3]:
+                self._open_pending()  # it may repeat its kernel stamp
+            else:
+                self.pending = None  # closed: a record holding no keyword, which keeps nothing
         if parsed is None:
             if self.previous is not None and is_continuation(text, self.previous[1]):  # type: ignore[arg-type]
                 self.collector.add_continuation(self.previous[0], text, self.origin)
