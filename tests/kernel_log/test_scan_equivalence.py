@@ -608,3 +608,59 @@ def test_a_search_asked_again_is_answered_from_the_files_facts(tmp_path: Path) -
         assert found == sorted(found, reverse=True) and len(set(found)) > 1  # earlier targets, earlier offsets
     finally:
         os.close(fd)
+
+
+def _fixed(line: str, width: int = 128) -> str:
+    """`line` padded (or cut) to `width - 1` characters: with its newline, `width` bytes."""
+    return (line + " pad" + "x" * width)[: width - 1]
+
+
+@pytest.mark.parametrize("fmt", ["rsyslog", "iso_ms_offset", "dmesg"])
+@pytest.mark.parametrize("seed", range(3))
+def test_records_across_the_edges_of_blocks_counted_from_their_summaries(
+    tmp_path: Path, monkeypatch, fmt: str, seed: int
+) -> None:
+    """Lines of 128 bytes, so that the read grid's blocks start every 128 lines: at those starts, a line repeating
+    the kernel stamp of the block's last line before it (with a keyword or not, a third line of the record after
+    it or not) or an unstamped line that continues it; windows starting and ending at the stamps of blocks' first
+    and last lines. Blocks wholly inside a window are counted from their kept summaries, their last line left
+    unparsed until a next line could continue it: every answer is the line-by-line one, cold and warm."""
+    from providers.kernel_log.kernel.sources import files
+
+    opened: list[int] = []
+    real = files._Reader._open_pending
+    monkeypatch.setattr(files._Reader, "_open_pending", lambda self: opened.append(1) or real(self))
+    rng = random.Random(seed)
+    start = DETECTED - timedelta(minutes=60)
+    lines: list[str] = []
+    times: list[datetime] = []
+    for i in range(128 * 60):
+        ts = start + timedelta(milliseconds=400 * i)
+        times.append(ts)
+        at_edge = i % 128
+        previous = start + timedelta(milliseconds=400 * (i - 1))
+        if i and at_edge in (0, 1) and rng.random() < 0.6:
+            kind = rng.choice(("same", "same", "same", "same_keyword", "unstamped", "third"))
+            if kind == "unstamped" or (kind == "third" and at_edge == 1):
+                lines.append(_fixed("    NVRM: GPU 0000:91:00.0: GPU has fallen off the bus."))
+            else:
+                msg = EVENTS[1] if kind == "same_keyword" else NOISE[i % len(NOISE)]
+                mono = _mono(previous)
+                lines.append(_fixed(_line(fmt, ts - timedelta(milliseconds=399), "worker-01", msg, mono=mono)))
+            continue
+        msg = EVENTS[i % len(EVENTS)] if rng.random() < 0.002 else NOISE[i % len(NOISE)]
+        lines.append(_fixed(_line(fmt, ts, "worker-01", msg)))
+    assert all(len(line) == 127 for line in lines)
+    _write(tmp_path / "worker-01" / "kern.log", ("\n".join(lines) + "\n").encode(), False, PAST)
+    os.utime(tmp_path / "worker-01", (PAST, PAST))
+    firsts = [times[k] for k in range(128, len(times), 128)]
+    lasts = [times[k - 1] for k in range(128, len(times), 128)]
+    source = FileSource(tmp_path)
+    for _ in range(6):
+        begin = rng.choice(firsts + lasts) + timedelta(microseconds=rng.choice((0, 0, -1, 1)))
+        end = max(begin, rng.choice(firsts + lasts)) + timedelta(microseconds=rng.choice((0, 0, -1, 1)))
+        window = Window(begin, max(end, begin + timedelta(seconds=1)))
+        for _ in range(2):  # cold for its blocks, then warm
+            check(source, tmp_path, window, ["worker-01"])
+    assert len(source.blocks) > 0
+    assert opened  # a pending last line was parsed because a next line could continue it
