@@ -510,12 +510,14 @@ class _Reader:
         """Feed a block that qualifies (blocks.py): every line's stamp has one shape, in time order, ASCII, no NUL.
         `lines` are its lines, `ordered` their stamps (None: found in `view`, the block's bytes, when needed).
 
-        A line whose `[seconds]` values occur nowhere else in the block shares its kernel stamp with no other line,
-        so it neither continues a record nor is continued: it starts a record of its own, which is never kept when
-        it holds no keyword, and only its time counts. Those lines are counted by bisecting the stamps. The first and
-        the last line, the marked lines (keyword lines, lines holding a repeated `[seconds]` value) and the lines
-        from the first one past the reading bound on are fed one by one, so the state left is exact; a block wholly
-        inside the window with nothing marked is counted from its summary (`_inside`).
+        A line whose `[seconds]` values occur nowhere else in the block shares its kernel stamp with no other line
+        of it, so it continues no record but (the first line) the one open before the block, and is continued by
+        none but (the last line) the next block's first: it starts a record of its own, which is never kept when it
+        holds no keyword, and only its time counts. Those lines are counted by bisecting the stamps. The marked lines
+        (keyword lines, lines holding a repeated `[seconds]` value), the first line when it may continue the open
+        record, and the lines from the first one past the reading bound on are fed one by one, so the state left is
+        exact; the last line, when counted inside the window, is left `pending` (`_inside`). A block wholly inside
+        the window with nothing marked is counted from its summary alone (`_inside`).
         """
         marked = block.marked
         if not inside_tried and not marked and shape.holds(block.first, block.last):
@@ -528,23 +530,49 @@ class _Reader:
         n = len(ordered)
         node = self.node
         assert node is not None
-        if self.take(*self._parsed(lines[0])):
-            return True
-        stop = bisect_right(ordered, shape.hi_key, 1, n - 1)  # lines [1, stop) are not past the reading bound
-        low = 1
-        for k in [*(i for i in marked if 1 <= i < stop), stop] if marked else (stop,):
+        self.nodes_seen.add(node)
+        hi_key = shape.hi_key
+        if (marked and marked[0] == 0) or ordered[0] > hi_key or self._continues(block.first_brackets):
+            if self.take(*self._parsed(lines[0])):
+                return True
+            low = 1
+        else:
+            low = 0  # counted with the lines after it
+        # lines [low, stop) are not past the reading bound: all of them when the last one is not
+        last_free = ordered[-1] <= hi_key and not (marked and marked[-1] == n - 1)
+        stop = n if last_free else bisect_right(ordered, hi_key, max(low, 1), n - 1)
+        for k in [*(i for i in marked if low <= i < stop), stop] if marked else (stop,):
             if low < k:
                 self.collector.end_origin(node, self.origin)  # the open record is followed by a new one
                 before = shape.count_before(ordered, low, k)
                 upto = bisect_right(ordered, shape.end_key, low, k)
                 self.collector.add_heads(node, before - low, upto - before, k - upto)
+                self.pending = None
+                self.previous = None
             if k < stop and self.take(*self._parsed(lines[k])):
                 return True
             low = k + 1
+        if last_free:
+            if shape.count_before(ordered, n - 1, n) == n - 1 and ordered[-1] <= shape.end_key:
+                # counted inside the window: its record, which the next block's first line may continue
+                self.pending = (lines[-1], block.last_at, block.end, block.last_brackets)
+            return False
         for i in range(stop, n):
             if self.take(*self._parsed(lines[i])):
                 return True
         return False
+
+    def _continues(self, brackets: tuple[bytes, ...]) -> bool:
+        """Whether a stamped line holding the `[seconds]` values `brackets` may continue the open record (a pending
+        line is parsed and its record opened first when it may); False leaves no line pending."""
+        if self.pending is not None:
+            if not set(self.pending[3]).intersection(brackets):
+                self.pending = None  # the line closes it: a record holding no keyword, which keeps nothing
+                return False
+            self._open_pending()
+        assert self.node is not None
+        current = self.collector.open_record(self.node, self.origin)
+        return current is not None and current.mono is not None and current.mono.encode() in brackets
 
     def _inside(self, block: Block, last: bytes | None) -> bool | None:
         """Count a block lying wholly inside the window with no marked line from its summary, parsing nothing; None
@@ -559,13 +587,9 @@ class _Reader:
         """
         node = self.node
         assert node is not None
-        if self.pending is not None and set(self.pending[3]).intersection(block.first_brackets):
-            self._open_pending()
-        if self.pending is None:
-            current = self.collector.open_record(node, self.origin)
-            if current is not None and current.mono is not None and current.mono.encode() in block.first_brackets:
-                return None
-            self.collector.end_origin(node, self.origin)
+        if self._continues(block.first_brackets):
+            return None
+        self.collector.end_origin(node, self.origin)
         self.collector.add_heads(node, 0, block.count, 0)
         self.nodes_seen.add(node)
         self.pending = (last, block.last_at, block.end, block.last_brackets)
