@@ -17,10 +17,12 @@ from providers.kernel_log.kernel.parse import TimeContext
 K = TypeVar("K")
 V = TypeVar("V")
 
-#: files and folders whose facts are kept between requests (least recently used dropped first)
-CACHE_ENTRIES = 4096
+#: files and folders whose facts are kept between requests (least recently used dropped first): a host's folder, its
+#: current file and a rotated one for 5,000 hosts, so that a scope of thousands of hosts finds its own kept
+#: (a request reads each folder and file in turn: a bound below its scope would drop every one before its reuse)
+CACHE_ENTRIES = 16384
 #: probes kept per file (each a byte offset's next line start and time; a search makes about log2(size / 4 KiB), and
-#: searches for nearby windows share their first ones): with CACHE_ENTRIES the cache holds about 30 MiB at most
+#: searches for nearby windows share their first ones)
 CACHE_PROBES = 16
 #: searches' answers kept per file (the same window asked again, as retries and the next phase do)
 CACHE_SEARCHES = 8
