@@ -238,3 +238,28 @@ def test_unknown_format_is_reported_on_every_request_with_a_warm_cache(tmp_path:
         messages = [r.getMessage() for r in caplog.records]
         assert any("worker-01.log" in m and "first unreadable line 1" in m for m in messages)
         assert any("worker-02.log.gz" in m and "first unreadable line 1" in m for m in messages)
+
+
+def test_a_small_scope_in_a_large_directory_plans_what_matching_every_entry_plans(tmp_path: Path, monkeypatch) -> None:
+    """In a directory of many hosts, a small scope's folders and files are looked up by short name: the plan is the
+    one matching every entry against the scope gives (folders, `<host>.log` files, FQDNs and capitals either side,
+    rotated files, combined files, names that only start like a scope node's)."""
+    for n in range(120):
+        (tmp_path / f"node-{n:03d}").mkdir()
+        write_lines(tmp_path / f"node-{n:03d}" / "kern.log", [rsyslog(at(-1), f"node-{n:03d}", HEALTHY)])
+    extra = ["NODE-200.cluster.local/kern.log", "node-201.log", "node-201.log.1", "Node-202.log.2.gz",
+             "node-2030/kern.log", "node-203x.log", "kern.log", "kern.log.1", "syslog", "node-204.a.log"]  # fmt: skip
+    for name in extra:
+        path = tmp_path / name
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(rsyslog(at(-1), "node-201", HEALTHY) + "\n")
+    scope = ["node-007", "node-200", "NODE-201.cluster.local", "node-202", "node-203", "node-204.a", "node-119"]
+    source = FileSource(tmp_path)
+    planned = source.plan(Collector(scope, WINDOW))
+    monkeypatch.setattr(FileSource, "_candidates", lambda self, entries, shorts: entries)
+    assert planned == FileSource(tmp_path).plan(Collector(scope, WINDOW))
+    names = {(node, tuple(f.origin for f in files)) for node, files in planned}
+    assert ("node-007", ("node-007/kern.log",)) in names and (None, ("kern.log", "kern.log.1")) in names
+    assert ("NODE-201.cluster.local", ("node-201.log", "node-201.log.1")) in names
+    assert ("node-202", ("Node-202.log.2.gz",)) in names and ("node-200", ("NODE-200.cluster.local/kern.log",)) in names
+    assert not any(node == "node-203" for node, _ in names)

@@ -132,6 +132,8 @@ class FileSource:
         self._groups: Bounded[str, tuple[list[tuple[str, str, bool, bool]], list[tuple[str, list[LogFile]]]]] = (
             Bounded(self.cache.entries)
         )
+        #: the directory's listing as last planned and its entries' positions by lowered short name ("": combined)
+        self._index: tuple[list[tuple[str, str, bool, bool]], dict[str, list[int]]] | None = None
 
     # ------------------------------------------------------------ layout
 
@@ -145,7 +147,7 @@ class FileSource:
             raise ProviderProcessingError(
                 "the kernel log directory could not be read", kind=SourceFailure.UNREADABLE
             ) from exc
-        for name, path, is_dir, is_file in entries:
+        for name, path, is_dir, is_file in self._candidates(entries, collector.names.short_names):
             if is_dir:
                 node = collector.node_for(name)
                 if node is None:
@@ -172,6 +174,32 @@ class FileSource:
             (node, files if name else sorted(files, key=lambda f: f.order))
             for (name, node, _), files in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][2]))
         ]
+
+    def _candidates(
+        self, entries: list[tuple[str, str, bool, bool]], shorts: frozenset[str]
+    ) -> list[tuple[str, str, bool, bool]]:
+        """The entries of the directory's listing that can be the scope's (a name naming a scope node holds its
+        short name: identity.NodeNames) and the combined files, in the listing's order. A small part of a large
+        directory is looked up by short name (the listing's index by short name worked out once per listing),
+        instead of every entry being matched against the scope."""
+        if len(shorts) * 8 > len(entries):
+            return entries
+        known = self._index
+        if known is None or known[0] is not entries:
+            index: dict[str, list[int]] = {}
+            for i, (name, _, is_dir, is_file) in enumerate(entries):
+                if is_dir:
+                    key = name
+                elif is_file:
+                    base = _rotation(name)[0]
+                    key = "" if base in self.combined else base[: -len(".log")] if base.endswith(".log") else base
+                else:
+                    continue
+                index.setdefault(key.lower().rstrip(".").split(".", 1)[0] if key else "", []).append(i)
+            known = self._index = (entries, index)
+        index = known[1]
+        found = [i for short in ("", *shorts) for i in index.get(short, ())] if shorts else index.get("", [])
+        return [entries[i] for i in sorted(found)]
 
     def _folder_groups(self, name: str, listing: list[tuple[str, str, bool, bool]]) -> list[tuple[str, list[LogFile]]]:
         """A host folder's files by rotation group, each newest first; worked out once for each listing the cache
