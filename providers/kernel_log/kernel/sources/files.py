@@ -444,12 +444,16 @@ class _Reader:
             if done is not None:
                 return done
         data = f.pread(start, block.end - start)
-        if len(data) != block.end - start or not data.endswith(b"\n"):
+        last = data.rfind(b"\n", 0, len(data) - 1) + 1
+        if (
+            len(data) != block.end - start
+            or not data.endswith(b"\n")
+            or not data.startswith(block.first)
+            or data[last : last + len(block.last)] != block.last
+            or data.count(b"\n") != block.count
+        ):
             return None
-        ordered = shape.pattern.findall(b"\n" + data[:-1])
-        if len(ordered) != block.count or ordered[0] != block.first or ordered[-1] != block.last:
-            return None
-        return self._by_stamps(block, data[:-1].split(b"\n"), ordered, shape, inside_tried=True)
+        return self._by_stamps(block, data, shape, inside_tried=True)
 
     def _new_block(self, view: bytes, start: int, place: _BlockPlace) -> bool:
         """Feed the whole lines `view` read from file offset `start`, keeping the block's summary when it can be
@@ -462,8 +466,7 @@ class _Reader:
             return any(self.feed(raw) for raw in view[:-1].split(b"\n"))
         assert shape is not None
         place.cache.put((place.path, place.lineage, start), block)
-        lines = view[:-1].split(b"\n")
-        return self._by_stamps(block, lines, None, shape, view=view)
+        return self._by_stamps(block, view, shape)
 
     def forward(self, chunks: Iterator[bytes]) -> None:
         """Feed lines in order until the first one later than the window's end (still fed, for coverage)."""
@@ -491,7 +494,7 @@ class _Reader:
             block = None if shape is None else analyse(view, end, shape.pattern)
             if block is not None:
                 assert shape is not None
-                return self._by_stamps(block, view[:-1].split(b"\n"), None, shape, view=view)
+                return self._by_stamps(block, view, shape)
         elif self.hosts is not None and self._shape is not False:
             done = self._combined_by_stamps(data, end, self.hosts)
             if done is not None:
@@ -526,69 +529,90 @@ class _Reader:
                 return True
         return False
 
-    def _by_stamps(
-        self,
-        block: Block,
-        lines: list[bytes],
-        ordered: list[bytes] | None,
-        shape: Shape,
-        view: bytes | None = None,
-        inside_tried: bool = False,
-    ) -> bool:
+    def _by_stamps(self, block: Block, data: bytes, shape: Shape, inside_tried: bool = False) -> bool:
         """Feed a block that qualifies (blocks.py): every line's stamp has one shape, in time order, ASCII, no NUL.
-        `lines` are its lines, `ordered` their stamps (None: found in `view`, the block's bytes, when needed).
+        `data` is its bytes (whole lines).
 
         A line whose `[seconds]` values occur nowhere else in the block shares its kernel stamp with no other line
         of it, so it continues no record but (the first line) the one open before the block, and is continued by
         none but (the last line) the next block's first: it starts a record of its own, which is never kept when it
-        holds no keyword, and only its time counts. Those lines are counted by bisecting the stamps. The marked lines
-        (keyword lines, lines holding a repeated `[seconds]` value), the first line when it may continue the open
-        record, and the lines from the first one past the reading bound on are fed one by one, so the state left is
-        exact; the last line, when counted inside the window, is left `pending` (`_inside`). A block wholly inside
-        the window with nothing marked is counted from its summary alone (`_inside`).
+        holds no keyword, and only its time counts. Those lines are counted from where the window's bounds fall in
+        the block (`_line_after`, a bisection of its bytes). The marked lines (keyword lines, lines holding a
+        repeated `[seconds]` value), the first line when it may continue the open record, and the lines from the
+        first one past the reading bound on are fed one by one, so the state left is exact; the last line, when
+        counted inside the window, is left `pending` (`_inside`). A block wholly inside the window with nothing
+        marked is counted from its summary alone (`_inside`).
         """
         marked = block.marked
+        last_at = data.rfind(b"\n", 0, len(data) - 1) + 1
         if not inside_tried and not marked and shape.holds(block.first, block.last):
-            done = self._inside(block, lines[-1])
+            done = self._inside(block, data[last_at:-1])
             if done is not None:
                 return done
-        if ordered is None:
-            assert view is not None
-            ordered = shape.pattern.findall(b"\n" + view[:-1])
-        n = len(ordered)
+        n = block.count
         node = self.node
         assert node is not None
         self.nodes_seen.add(node)
-        hi_key = shape.hi_key
-        if (marked and marked[0] == 0) or ordered[0] > hi_key or self._continues(block.first_brackets):
-            if self.take(*self._parsed(lines[0])):
+        hi_key, first, last = shape.hi_key, block.first, block.last
+        lines = data[:-1].split(b"\n") if marked else None
+        if (marked and marked[0] == 0) or first > hi_key or self._continues(block.first_brackets):
+            if self.take(*self._parsed(data[: data.find(b"\n")])):
                 return True
             low = 1
         else:
             low = 0  # counted with the lines after it
-        # lines [low, stop) are not past the reading bound: all of them when the last one is not
-        last_free = ordered[-1] <= hi_key and not (marked and marked[-1] == n - 1)
-        stop = n if last_free else bisect_right(ordered, hi_key, max(low, 1), n - 1)
+        # Where the bounds fall: the first line not before the window's start, the first past its end, the first
+        # past the reading bound (each a line index, and for the last its offset), found only when inside the block.
+        if shape.start_exact:
+            starts = 0 if first >= shape.start_key else n if last < shape.start_key else -1
+        else:
+            starts = 0 if first > shape.start_key else n if last <= shape.start_key else -1
+        if starts < 0:
+            starts = self._line_after(data, shape.start_key, not shape.start_exact)[0]
+        end_key = shape.end_key
+        ends = n if last <= end_key else 0 if first > end_key else self._line_after(data, end_key, True)[0]
+        # lines [low, stop) are not past the reading bound, `stop_at` the offset of line `stop`
+        stop, stop_at = (n, len(data)) if last <= hi_key else self._line_after(data, hi_key, True)
+        last_free = stop == n and not (marked and marked[-1] == n - 1)  # the last line counted, not fed
         for k in [*(i for i in marked if low <= i < stop), stop] if marked else (stop,):
             if low < k:
                 self.collector.end_origin(node, self.origin)  # the open record is followed by a new one
-                before = shape.count_before(ordered, low, k)
-                upto = bisect_right(ordered, shape.end_key, low, k)
+                before = min(max(starts, low), k)
+                upto = min(max(ends, low), k)
                 self.collector.add_heads(node, before - low, upto - before, k - upto)
                 self.pending = None
                 self.previous = None
-            if k < stop and self.take(*self._parsed(lines[k])):
+            if k < stop and self.take(*self._parsed(lines[k])):  # type: ignore[index]
                 return True
             low = k + 1
         if last_free:
-            if shape.count_before(ordered, n - 1, n) == n - 1 and ordered[-1] <= shape.end_key:
+            if starts < n and ends == n:
                 # counted inside the window: its record, which the next block's first line may continue
-                self.pending = (lines[-1], block.last_at, block.end, block.last_brackets)
+                self.pending = (data[last_at:-1], block.last_at, block.end, block.last_brackets)
             return False
-        for i in range(stop, n):
-            if self.take(*self._parsed(lines[i])):
+        while stop_at < len(data):
+            cut = data.index(b"\n", stop_at)
+            if self.take(*self._parsed(data[stop_at:cut])):
                 return True
+            stop_at = cut + 1
         return False
+
+    @staticmethod
+    def _line_after(data: bytes, key: bytes, right: bool) -> tuple[int, int]:
+        """(index, offset) of the first line of the block `data`, its lines' stamps in order, whose stamp is past
+        `key` (`right`) or not before it; (lines, len(data)) when there is none. A bisection over byte offsets,
+        each probe moved to the start of its line: the `bisect` of the block's stamps, without finding them all."""
+        width = len(key)
+        lo, hi = 0, len(data)  # lo is always a line start; the answer lies in [lo, hi]
+        while lo < hi:
+            nl = data.rfind(b"\n", lo, (lo + hi) // 2)
+            at = lo if nl < 0 else nl + 1
+            stamp = data[at : at + width]
+            if stamp <= key if right else stamp < key:
+                lo = data.index(b"\n", at) + 1
+            else:
+                hi = at
+        return data.count(b"\n", 0, lo), lo
 
     def _continues(self, brackets: tuple[bytes, ...]) -> bool:
         """Whether a stamped line holding the `[seconds]` values `brackets` may continue the open record (a pending
