@@ -664,3 +664,27 @@ def test_records_across_the_edges_of_blocks_counted_from_their_summaries(
             check(source, tmp_path, window, ["worker-01"])
     assert len(source.blocks) > 0
     assert opened  # a pending last line was parsed because a next line could continue it
+
+
+def test_a_record_continued_by_lines_appended_after_a_request(tmp_path: Path) -> None:
+    """A live log whose last record goes on in lines appended after a request read it (the record's first line
+    ending the blocks kept from that request, the rest written later, repeating its kernel stamp, the keyword only
+    there): the kept blocks' last line is parsed when the appended line can continue it, and the record is the one
+    reading every line gives."""
+    path = tmp_path / "worker-01" / "kern.log"
+    path.parent.mkdir()
+    start = DETECTED - timedelta(minutes=30)
+    lines = [_line("rsyslog", start + timedelta(milliseconds=200 * i), "worker-01", NOISE[i % len(NOISE)])
+             for i in range(7000)]  # fmt: skip
+    last = start + timedelta(milliseconds=200 * 6999)
+    path.write_bytes(("\n".join(lines) + "\n").encode())
+    window = Window(DETECTED - timedelta(minutes=15), DETECTED + timedelta(minutes=2))
+    source = FileSource(tmp_path)
+    check(source, tmp_path, window, ["worker-01"], full=False)
+    more = [_line("rsyslog", last + timedelta(microseconds=40), "worker-01", AER[1], mono=_mono(last)),
+            _line("rsyslog", last + timedelta(milliseconds=300), "worker-01", NOISE[0])]  # fmt: skip
+    with path.open("ab") as log:
+        log.write(("\n".join(more) + "\n").encode())
+    check(source, tmp_path, window, ["worker-01"], full=False)
+    got = scan(source, ["worker-01"], window)
+    assert [r.lines for r in got.records["worker-01"]] == [[NOISE[6999 % len(NOISE)], AER[1]]]

@@ -37,6 +37,7 @@ from providers.kernel_log.kernel.collect import Collector
 from providers.kernel_log.kernel.parse import ParsedLine, TimeContext, is_continuation, parse_line
 from providers.kernel_log.kernel.sources.blocks import (
     BLOCK_CACHE_BYTES,
+    BRACKET,
     Block,
     BlockCache,
     analyse,
@@ -590,6 +591,14 @@ class _Reader:
                 # counted inside the window: its record, which the next block's first line may continue
                 self.pending = (data[last_at:-1], block.last_at, block.end, block.last_brackets)
             return False
+        if stop < n and not (marked and stop in marked):
+            # The first line past the reading bound ends the reading: unless it may continue the open record, it
+            # closes that record and only shows coverage after the window, without being parsed.
+            raw = data[stop_at : data.index(b"\n", stop_at)]
+            if not self._continues(tuple(BRACKET.findall(raw))):
+                self.collector.end_origin(node, self.origin)
+                self.collector.add_heads(node, 0, 0, 1)
+                return True
         while stop_at < len(data):
             cut = data.index(b"\n", stop_at)
             if self.take(*self._parsed(data[stop_at:cut])):
