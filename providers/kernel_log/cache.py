@@ -1,7 +1,7 @@
 """The one bounded cache of the open provider: least recently used items dropped past a count or a size; thread-safe.
 
 Every cache kept between requests uses it, each with its bound stated once where it is made: file facts and folder
-listings (`kernel/sources/facts.py`), analysed blocks and block lineages (`kernel/sources/blocks.py`), a host
+listings (`kernel/sources/facts.py`), block summaries and block lineages (`kernel/sources/blocks.py`), a host
 folder's rotation groups (`kernel/sources/files.py`), kept answers (`answers.py`). `bench/cache.py` measures it
 against `cachetools.LRUCache` behind a lock, the library alternative.
 """

@@ -18,8 +18,10 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 #: files and folders whose facts are kept between requests (least recently used dropped first): a host's folder, its
-#: current file and a rotated one for 5,000 hosts, so that a scope of thousands of hosts finds its own kept
-#: (a request reads each folder and file in turn: a bound below its scope would drop every one before its reuse)
+#: current file and a rotated one for 5,000 hosts, so that a scope of thousands of hosts finds its own kept (a
+#: request reads each folder and file in turn: a bound below its scope would drop every one before its reuse). About
+#: 19 MiB were measured for 4,096 hosts (a folder and a file each, nine searches a file); at most about 100 MiB, were
+#: every entry a file with CACHE_PROBES probes and CACHE_SEARCHES searches (about 6 KiB)
 CACHE_ENTRIES = 16384
 #: probes kept per file (each a byte offset's next line start and time; a search makes about log2(size / 4 KiB), and
 #: searches for nearby windows share their first ones)

@@ -5,9 +5,10 @@ the lines of a host's file that carry one timestamp shape, hold no keyword (coll
 stamp with no other line are counted from their timestamps alone; only the other lines go through the line parser.
 Directory listings and what the search learnt about a file are kept between requests, keyed by the file's identity
 (device, inode, size, modification time). A plain file is read on a fixed grid of READ_CHUNK bytes, so its blocks of
-whole lines fall in the same places whatever the window; what a block holds apart from any window is kept too
-(blocks.py), so a request over unchanged or appended logs, with any window, reads only the blocks no earlier request
-met.
+whole lines fall in the same places whatever the window; a summary of what a block holds apart from any window is
+kept too (blocks.py), a few hundred bytes a block, so that a request over unchanged or appended logs, with any
+window, counts the blocks wholly inside its window from their summaries, reads again only the blocks at its edges,
+and analyses only the blocks no earlier request met; its cost grows with its hosts, not past a cache size.
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ class FileSource:
         self.combined = frozenset(combined)
         #: listings and per-file facts kept between requests (0 entries: nothing kept)
         self.cache = FactCache(cache_entries)
-        #: analysed blocks of per-host files kept between requests (0 bytes: nothing kept)
+        #: summaries of per-host files' blocks kept between requests (0 bytes: nothing kept)
         self.blocks = BlockCache(block_bytes if cache_entries > 0 else 0)
         #: count blocks of plain noise lines from their timestamps (False: parse every line of the window)
         self.by_stamps = by_stamps
@@ -276,7 +277,7 @@ class FileSource:
 
 @dataclass(frozen=True)
 class _BlockPlace:
-    """Where a plain file's analysed blocks are kept: the cache, the file's path and lineage, and the end of the
+    """Where a plain file's block summaries are kept: the cache, the file's path and lineage, and the end of the
     bytes kept blocks may cover (BlockCache.lineage)."""
 
     path: str
