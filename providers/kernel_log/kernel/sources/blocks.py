@@ -43,6 +43,9 @@ SETTLE_NS = 2_000_000_000
 TAIL_BYTES = 4096
 #: files whose lineage (identity and end as last seen) is kept: a current and a rotated file for 8,192 hosts
 LINEAGES = 16384
+#: blocks where the bounds of a window were found, kept for a request with the same window (a retry, the next
+#: request on a live log; about 500 bytes each): the two edges of a window for 4,096 hosts
+BOUNDS = 8192
 #: every `[seconds]` of a block: a line's kernel stamp (parse.py `_MONO`) is one of them, so when none repeats no
 #: two lines share a kernel stamp and none continues the record before it
 BRACKET = re.compile(rb"\[ *(\d+\.\d+)\]")
@@ -182,6 +185,8 @@ def lines_naming(view: bytes, names: re.Pattern[bytes]) -> list[int]:
 
 #: a block's key: (path, the file's lineage, the block's first byte)
 BlockKey = tuple[str, int, int]
+#: a block's key and a window's bounds as a stamp shape writes them (start, whether exact, end, reading bound)
+BoundsKey = tuple[str, int, int, bytes, bool, bytes, bytes]
 
 
 @dataclass(frozen=True)
@@ -213,6 +218,11 @@ class BlockCache:
             sys.maxsize if max_bytes > 0 else 0, max_size=max_bytes, size=lambda block: block.size
         )
         self._lineages: Bounded[str, _Lineage] = Bounded(LINEAGES)
+        #: where a window's bounds fell in a block (files.py `_at_bounds`): line indexes before its start and past
+        #: its end, the first line past the reading bound, that line's offset and `[seconds]` values
+        self.bounds: Bounded[BoundsKey, tuple[int, int, int, int, tuple[bytes, ...]]] = Bounded(
+            BOUNDS if max_bytes > 0 else 0
+        )
         self._numbers = itertools.count(1)
 
     @property
@@ -259,6 +269,7 @@ __all__ = [
     "BLOCK_CACHE_BYTES",
     "Block",
     "BlockCache",
+    "BoundsKey",
     "analyse",
     "host_names",
     "keyword_lines",

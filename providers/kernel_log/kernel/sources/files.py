@@ -41,6 +41,7 @@ from providers.kernel_log.kernel.sources.blocks import (
     BRACKET,
     Block,
     BlockCache,
+    BoundsKey,
     analyse,
     host_names,
     lines_naming,
@@ -389,7 +390,7 @@ class _Reader:
             if self.node is not None and self._shape is not False:
                 cached = self._cached_block(start, place)
                 if cached is not None:
-                    done = self._kept(f, start, cached)
+                    done = self._kept(f, start, cached, place)
                     if done is None:
                         cached = None  # its bytes are not what the summary says: read as a new block
                     elif done:
@@ -436,15 +437,22 @@ class _Reader:
         shape = self._shape if isinstance(self._shape, Shape) else self._shape_of(block.first + b" ")
         return block if shape is not None and block.pattern == shape.pattern.pattern else None
 
-    def _kept(self, f: PlainFile, start: int, block: Block) -> bool | None:
+    def _kept(self, f: PlainFile, start: int, block: Block, place: _BlockPlace) -> bool | None:
         """Feed a block from its kept summary (reading its bytes again unless it lies wholly inside the window with
-        nothing marked); True when reading should stop, None when its bytes no longer match the summary."""
+        nothing marked, or the window's bounds were found in it before); True when reading should stop, None when
+        its bytes no longer match the summary."""
         shape = self._shape
         assert isinstance(shape, Shape)
-        if not block.marked and shape.holds(block.first, block.last):
-            done = self._inside(block, None)
-            if done is not None:
-                return done
+        bounds = None
+        if not block.marked:
+            if shape.holds(block.first, block.last):
+                done = self._inside(block, None)
+                if done is not None:
+                    return done
+            bounds = (place.path, place.lineage, start, shape.start_key, shape.start_exact, shape.end_key, shape.hi_key)
+            found = place.cache.bounds.get(bounds)
+            if found is not None and block.first <= shape.hi_key and not self._continues(block.first_brackets):
+                return self._at_bounds(block, found, start)
         data = f.pread(start, block.end - start)
         last = data.rfind(b"\n", 0, len(data) - 1) + 1
         if (
@@ -455,7 +463,7 @@ class _Reader:
             or data.count(b"\n") != block.count
         ):
             return None
-        return self._by_stamps(block, data, shape, inside_tried=True)
+        return self._by_stamps(block, data, shape, inside_tried=True, bounds=(place.cache, bounds))
 
     def _new_block(self, view: bytes, start: int, place: _BlockPlace) -> bool:
         """Feed the whole lines `view` read from file offset `start`, keeping the block's summary when it can be
@@ -468,7 +476,8 @@ class _Reader:
             return any(self.feed(raw) for raw in view[:-1].split(b"\n"))
         assert shape is not None
         place.cache.put((place.path, place.lineage, start), block)
-        return self._by_stamps(block, view, shape)
+        bounds = (place.path, place.lineage, start, shape.start_key, shape.start_exact, shape.end_key, shape.hi_key)
+        return self._by_stamps(block, view, shape, bounds=(place.cache, bounds))
 
     def forward(self, chunks: Iterator[bytes]) -> None:
         """Feed lines in order until the first one later than the window's end (still fed, for coverage)."""
@@ -531,7 +540,14 @@ class _Reader:
                 return True
         return False
 
-    def _by_stamps(self, block: Block, data: bytes, shape: Shape, inside_tried: bool = False) -> bool:
+    def _by_stamps(
+        self,
+        block: Block,
+        data: bytes,
+        shape: Shape,
+        inside_tried: bool = False,
+        bounds: tuple[BlockCache, BoundsKey | None] | None = None,
+    ) -> bool:
         """Feed a block that qualifies (blocks.py): every line's stamp has one shape, in time order, ASCII, no NUL.
         `data` is its bytes (whole lines).
 
@@ -543,7 +559,9 @@ class _Reader:
         repeated `[seconds]` value), the first line when it may continue the open record, and the lines from the
         first one past the reading bound on are fed one by one, so the state left is exact; the last line, when
         counted inside the window, is left `pending` (`_inside`). A block wholly inside the window with nothing
-        marked is counted from its summary alone (`_inside`).
+        marked is counted from its summary alone (`_inside`). Where the bounds fell in a block with nothing marked is
+        kept under `bounds` (the cache and the block's key with the window's bounds), for a next request with the
+        same window (`_at_bounds`).
         """
         marked = block.marked
         last_at = data.rfind(b"\n", 0, len(data) - 1) + 1
@@ -576,6 +594,9 @@ class _Reader:
         # lines [low, stop) are not past the reading bound, `stop_at` the offset of line `stop`
         stop, stop_at = (n, len(data)) if last <= hi_key else self._line_after(data, hi_key, True)
         last_free = stop == n and not (marked and marked[-1] == n - 1)  # the last line counted, not fed
+        if bounds is not None and bounds[1] is not None and not marked and low == 0:
+            after = tuple(BRACKET.findall(data, stop_at, data.index(b"\n", stop_at))) if stop < n else ()
+            bounds[0].bounds.put(bounds[1], (starts, ends, stop, stop_at, after))
         for k in [*(i for i in marked if low <= i < stop), stop] if marked else (stop,):
             if low < k:
                 self.collector.end_origin(node, self.origin)  # the open record is followed by a new one
@@ -606,6 +627,31 @@ class _Reader:
                 return True
             stop_at = cut + 1
         return False
+
+    def _at_bounds(self, block: Block, found: tuple[int, int, int, int, tuple[bytes, ...]], start: int) -> bool:
+        """`_by_stamps` for a block with nothing marked whose first line starts a record, from where the window's
+        bounds were found in it before (its lines before the window's start, inside it, and the first past the
+        reading bound with its `[seconds]` values), without reading it; the same steps, in the same order."""
+        starts, ends, stop, stop_at, after = found
+        n, node = block.count, self.node
+        assert node is not None
+        self.nodes_seen.add(node)
+        self.collector.end_origin(node, self.origin)
+        before, upto = min(starts, stop), min(ends, stop)
+        self.collector.add_heads(node, before, upto - before, stop - upto)
+        self.pending = None
+        self.previous = None
+        if stop == n:
+            if starts < n and ends == n:
+                self.pending = (None, block.last_at, block.end, block.last_brackets)
+            return False
+        if not self._continues(after):
+            self.collector.end_origin(node, self.origin)
+            self.collector.add_heads(node, 0, 0, 1)
+            return True
+        assert self._file is not None
+        rest = self._file.pread(start + stop_at, block.end - start - stop_at)
+        return any(self.take(*self._parsed(raw)) for raw in rest[:-1].split(b"\n"))
 
     @staticmethod
     def _line_after(data: bytes, key: bytes, right: bool) -> tuple[int, int]:
