@@ -450,9 +450,10 @@ def test_a_warm_request_with_another_window_reuses_the_blocks_it_shares(tmp_path
     for window, got in ((first, again), (second, other)):
         slow = scan(FileSource(tmp_path, cache_entries=0, by_stamps=False), ["worker-01"], window)
         assert state(got) == state(slow)
-    # The same window again, or one inside it: the search's answer and the blocks' summaries were kept; only the
-    # blocks at the window's edges and the one holding the event's line are read again.
-    assert again.bytes_read <= 4 * READ_CHUNK < cold.bytes_read // 15
+    # The same window again: the search's answer, the blocks' summaries and where the window's bounds fell in its
+    # edge blocks were kept; only the block holding the event's line (parsed) is read again. A window inside the
+    # first: its edge blocks are read again too, and its search probes.
+    assert again.bytes_read <= READ_CHUNK + 64 < cold.bytes_read // 60
     assert other.bytes_read < cold.bytes_read // 10  # and the probes of its new search
 
 
