@@ -1,0 +1,272 @@
+"""Request framing by llhttp (the `httptools` binding): where each request of a connection begins and ends.
+
+llhttp, the parser of Node.js, is strict by default: it refuses control characters in header values, a bare LF or
+CR where CRLF belongs, obs-fold, a duplicate or malformed Content-Length, Content-Length beside
+Transfer-Encoding, a Transfer-Encoding whose last coding is not `chunked`, and malformed chunk sizes, extensions
+and trailers. What llhttp accepts and this service still refuses is checked here, once the head is read:
+
+- an HTTP version other than 1.0 and 1.1 (llhttp reads 0.9 and 2.0 request lines);
+- an HTTP/1.1 request without exactly one Host, an HTTP/1.0 request with more than one (RFC 9112 section 3.2);
+- any Transfer-Encoding other than a single `chunked`, and any Transfer-Encoding in HTTP/1.0 (RFC 9112 section
+  6.1: its framing cannot be trusted);
+- a method outside METHODS (answered 405 or 404 by the worker, as the app would);
+- the size bounds: request target, header count and size, trailer size, and the body limit.
+
+A `Framing` lives as long as its connection: bytes after one request stay in llhttp for the next, so pipelined
+requests are framed exactly once, by the parser. Complete requests (and, after them, the refusal that ended the
+connection's framing) queue in `ready`, in the order they arrived.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass, field
+
+import httptools
+
+# Methods the app may see. Any other token is answered by the worker as the app would (405 with Allow on a path it
+# serves, 404 elsewhere), so the exporter's `method` label stays within this closed set.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"})
+# gunicorn's own parser limits (limit_request_line, limit_request_field_size, limit_request_fields defaults): the
+# loop refuses past them first, so the parser in the thread never meets a head it would refuse for size.
+MAX_REQUEST_LINE = 4094
+MAX_FIELD_LINE = 8190
+MAX_FIELDS = 100
+MAX_HEAD_BYTES = 32 * 1024
+MAX_TRAILER_BYTES = 8 * 1024
+
+# What the handed-on head carries instead: the body's length, never the client's framing or its expectation.
+_FRAMING_FIELDS = frozenset({b"content-length", b"transfer-encoding", b"expect"})
+# RFC 9112 section 3: method SP request-target SP HTTP-version CRLF, nothing before it, single spaces.
+_REQUEST_LINE = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+) ([\x21-\x7e]+) HTTP/[0-9]\.[0-9]\r\n")
+
+
+class Refusal(Exception):
+    """The request cannot be served: answer `status` with `detail` and close."""
+
+    def __init__(self, status: int, reason: str, detail: str, target: bytes = b"") -> None:
+        super().__init__(detail)
+        self.status = status
+        self.reason = reason
+        self.detail = detail
+        self.target = target
+        self.headers: list[tuple[str, str]] = []
+
+
+def bad_framing(detail: str) -> Refusal:
+    return Refusal(400, "bad_framing", detail)
+
+
+def _request_line_refusal(line: bytearray) -> Refusal | None:
+    """None for a well-formed request line of a method the app takes; else why it is refused (a method outside
+    METHODS is answered by the worker as the app would: 405 or 404)."""
+    match = _REQUEST_LINE.fullmatch(line)
+    if match is None:
+        return Refusal(400, "bad_request", "Invalid request line")
+    if match[1].decode("ascii") not in METHODS:
+        return Refusal(501, "method", "Method Not Implemented", target=match[2])
+    return None
+
+
+@dataclass
+class Message:
+    """A request being read, then a complete one: its head as handed on to gunicorn, its body whole."""
+
+    url: bytearray = field(default_factory=bytearray)
+    fields: list[tuple[bytes, bytes]] = field(default_factory=list)
+    head_done: bool = False
+    content_length: int = 0
+    chunked: bool = False
+    expect_continue: bool = False
+    close: bool = False  # after this request the connection closes (HTTP/1.0, a declined protocol upgrade)
+    chunks: list[bytes] = field(default_factory=list)
+    body_size: int = 0
+    trailer_bytes: int = 0
+    head: bytes = b""
+
+    @property
+    def body(self) -> bytes:
+        return self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
+
+
+class Framing:
+    """One connection's requests, framed by llhttp; see the module docstring."""
+
+    def __init__(self, max_body_bytes: int) -> None:
+        self.max_body_bytes = max_body_bytes
+        self.parser = httptools.HttpRequestParser(self)
+        self.ready: deque[Message | Refusal] = deque()
+        self.message: Message | None = None  # the request being read, from its first byte to its end
+        self.head_bytes = 0  # bytes of the current head fed so far
+        self.line = bytearray()  # the current request line, until its end
+        self.in_line = False  # the request line has begun and not ended
+        self.ended = False  # a refusal or an upgrade ended the framing: nothing more is read
+
+    # --- feeding -------------------------------------------------------------------------------------------------
+
+    def feed(self, data: bytes) -> None:
+        """Frame `data`; complete requests and a final refusal go to `ready`.
+
+        llhttp is given the bytes in pieces that end where a request may end: each line of a head or of a chunked
+        body, and exactly the rest of a body of declared length. So every request starts a piece, and its request
+        line is checked whole before llhttp reads its end (llhttp alone would also take empty lines before it and
+        more than one space between its parts, which RFC 9112 lets a strict recipient refuse).
+        """
+        end = len(data)
+        pos = 0
+        with memoryview(data) as view:
+            while pos < end and not self.ended:
+                message = self.message
+                if message is not None and message.head_done and not message.chunked:
+                    stop = min(end, pos + message.content_length - message.body_size)
+                else:
+                    newline = data.find(b"\n", pos)
+                    stop = end if newline < 0 else newline + 1
+                self._feed_piece(view[pos:stop])
+                pos = stop
+
+    def _feed_piece(self, piece: memoryview) -> None:
+        message = self.message
+        if message is None or self.in_line:
+            if message is None:
+                self.line.clear()
+                self.head_bytes = 0
+                self.in_line = True
+            self.line += piece
+            if len(self.line) > MAX_REQUEST_LINE + 2:  # its CRLF not counted
+                self._end(Refusal(414, "uri_too_long", "Request line is larger than the limit"))
+                return
+            if piece[-1:] == b"\n":
+                self.in_line = False
+                refusal = _request_line_refusal(self.line)
+                if refusal is not None:
+                    self._end(refusal)
+                    return
+        if message is None or not message.head_done:
+            self.head_bytes += len(piece)
+        try:
+            self.parser.feed_data(piece)
+        except httptools.HttpParserCallbackError as exc:
+            context = exc.__context__
+            self._end(context if isinstance(context, Refusal) else bad_framing(f"Malformed request: {exc}"))
+        except httptools.HttpParserUpgrade:
+            # Only a request without a body upgrades (llhttp), and it is complete: it is served as a plain request,
+            # the protocol switch declined, and the connection closes after it (what follows is not HTTP/1.1).
+            self.ended = True
+        except httptools.HttpParserInvalidMethodError:
+            self._end(_request_line_refusal(self.line) or Refusal(400, "bad_request", "Invalid request line"))
+        except httptools.HttpParserError as exc:
+            self._end(bad_framing(f"Malformed request: {exc}"))
+        else:
+            if self.message is not None and not self.message.head_done and self.head_bytes > MAX_HEAD_BYTES:
+                self._end(Refusal(431, "header_too_large", "Request headers are larger than the limit"))
+
+    def truncated(self) -> Message | None:
+        """At the end of the stream: the request being read when its head was whole and its body of declared length
+        was cut short (the app then answers the truncated body), else None."""
+        message = self.message
+        if message is None or not message.head_done or message.chunked or not message.content_length:
+            return None
+        self.message = None
+        self.ended = True
+        message.head += b"\r\nContent-Length: %d" % message.body_size
+        return message
+
+    def _end(self, refusal: Refusal) -> None:
+        self.ready.append(refusal)
+        self.ended = True
+        self.message = None
+
+    # --- llhttp's callbacks --------------------------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self.message = Message()
+
+    def on_url(self, url: bytes) -> None:
+        message = self.message
+        assert message is not None
+        message.url += url
+        if len(message.url) > MAX_REQUEST_LINE:
+            raise Refusal(414, "uri_too_long", "Request line is larger than the limit")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        message = self.message
+        assert message is not None
+        if message.head_done:  # a trailer field: bounded, then dropped (the app never sees trailers)
+            message.trailer_bytes += len(name) + len(value) + 4
+            if message.trailer_bytes > MAX_TRAILER_BYTES:
+                raise bad_framing("Malformed chunked body: trailer section too large")
+            return
+        if len(message.fields) >= MAX_FIELDS:
+            raise Refusal(431, "header_too_large", "Too many header fields")
+        if len(name) + len(value) + 2 > MAX_FIELD_LINE:
+            raise Refusal(431, "header_too_large", "A header field is larger than the limit")
+        message.fields.append((name, value.rstrip(b" \t")))
+
+    def on_headers_complete(self) -> None:
+        message = self.message
+        assert message is not None
+        version = self.parser.get_http_version()
+        if version not in ("1.1", "1.0"):
+            raise Refusal(400, "bad_request", "Unsupported HTTP version")
+        method = self.parser.get_method()
+        method = method.decode("ascii") if isinstance(method, bytes) else method
+        if method not in METHODS:
+            raise Refusal(501, "method", "Method Not Implemented", target=bytes(message.url))
+        hosts = lengths = 0
+        codings: list[bytes] = []
+        for name, value in message.fields:
+            lower = name.lower()
+            if lower == b"host":
+                hosts += 1
+            elif lower == b"content-length":
+                lengths += 1
+                message.content_length = int(value)  # llhttp allows digits only, and one Content-Length
+            elif lower == b"transfer-encoding":
+                codings.append(value.lower())
+            elif lower == b"expect":
+                # RFC 9110 section 10.1.1: 100-continue is the one expectation there is; an HTTP/1.0 client's is
+                # ignored.
+                if value.lower() != b"100-continue":
+                    raise Refusal(417, "bad_request", "Expectation Failed: only 100-continue is supported")
+                message.expect_continue = version == "1.1"
+        if hosts > 1 or (hosts == 0 and version == "1.1"):
+            raise Refusal(400, "bad_request", "An HTTP/1.1 request needs exactly one Host header")
+        if codings and (codings != [b"chunked"] or version != "1.1"):
+            raise bad_framing("Only Transfer-Encoding: chunked is supported, in HTTP/1.1")
+        if message.content_length > self.max_body_bytes:
+            raise Refusal(413, "body_too_large", "Request body is larger than the configured limit")
+        message.chunked = bool(codings)
+        # After an HTTP/1.0 request the connection closes whatever it asks: its keep-alive is a pre-standard
+        # extension that many parsers do not read. After an upgrade request too: the switch is declined.
+        message.close = version == "1.0" or self.parser.should_upgrade()
+        message.head_done = True
+        head = [b"%s %s HTTP/%s" % (method.encode("ascii"), message.url, version.encode("ascii"))]
+        for name, value in message.fields:
+            lower = name.lower()
+            if lower in _FRAMING_FIELDS or (message.close and lower in (b"connection", b"upgrade")):
+                continue
+            head.append(name + b": " + value)
+        message.head = b"\r\n".join(head)
+        message.fields = []
+        message.url = bytearray()
+
+    def on_body(self, data: bytes) -> None:
+        message = self.message
+        assert message is not None
+        message.body_size += len(data)
+        if message.body_size > self.max_body_bytes:
+            raise Refusal(413, "body_too_large", "Request body is larger than the configured limit")
+        message.chunks.append(data)
+
+    def on_message_complete(self) -> None:
+        message = self.message
+        assert message is not None
+        length = message.body_size
+        message.head += (b"\r\nContent-Length: %d" % length if length else b"") + (
+            b"\r\nConnection: close" if message.close else b""
+        )
+        self.ready.append(message)
+        self.message = None
+        self.head_bytes = 0
