@@ -39,7 +39,7 @@ MAX_TRAILER_BYTES = 8 * 1024
 # What the handed-on head carries instead: the body's length, never the client's framing or its expectation.
 _FRAMING_FIELDS = frozenset({b"content-length", b"transfer-encoding", b"expect"})
 # RFC 9112 section 3: method SP request-target SP HTTP-version CRLF, nothing before it, single spaces.
-_REQUEST_LINE = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+) ([\x21-\x7e]+) HTTP/[0-9]\.[0-9]\r\n")
+_REQUEST_LINE = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+) ([\x21-\x7e]+) HTTP/([0-9]\.[0-9])\r\n")
 
 
 class Refusal(Exception):
@@ -58,12 +58,15 @@ def bad_framing(detail: str) -> Refusal:
     return Refusal(400, "bad_framing", detail)
 
 
-def _request_line_refusal(line: bytearray) -> Refusal | None:
-    """None for a well-formed request line of a method the app takes; else why it is refused (a method outside
-    METHODS is answered by the worker as the app would: 405 or 404)."""
-    match = _REQUEST_LINE.fullmatch(line)
+def _bad_request_line() -> Refusal:
+    return Refusal(400, "bad_request", "Invalid request line")
+
+
+def _request_line_refusal(match: re.Match[bytes] | None) -> Refusal | None:
+    """None for a well-formed request line (`_REQUEST_LINE`'s match) of a method the app takes; else why it is
+    refused (a method outside METHODS is answered by the worker as the app would: 405 or 404)."""
     if match is None:
-        return Refusal(400, "bad_request", "Invalid request line")
+        return _bad_request_line()
     if match[1].decode("ascii") not in METHODS:
         return Refusal(501, "method", "Method Not Implemented", target=match[2])
     return None
@@ -90,95 +93,16 @@ class Message:
         return self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
 
 
-class Framing:
-    """One connection's requests, framed by llhttp; see the module docstring."""
+class _Reader:
+    """llhttp's callbacks and what they read. It never holds the parser: a Framing holds both, without a reference
+    cycle, so a connection's buffers go with it at once (the workers' garbage collector runs rarely)."""
 
     def __init__(self, max_body_bytes: int) -> None:
         self.max_body_bytes = max_body_bytes
-        self.parser = httptools.HttpRequestParser(self)
         self.ready: deque[Message | Refusal] = deque()
         self.message: Message | None = None  # the request being read, from its first byte to its end
-        self.head_bytes = 0  # bytes of the current head fed so far
-        self.line = bytearray()  # the current request line, until its end
-        self.in_line = False  # the request line has begun and not ended
-        self.ended = False  # a refusal or an upgrade ended the framing: nothing more is read
-
-    # --- feeding -------------------------------------------------------------------------------------------------
-
-    def feed(self, data: bytes) -> None:
-        """Frame `data`; complete requests and a final refusal go to `ready`.
-
-        llhttp is given the bytes in pieces that end where a request may end: each line of a head or of a chunked
-        body, and exactly the rest of a body of declared length. So every request starts a piece, and its request
-        line is checked whole before llhttp reads its end (llhttp alone would also take empty lines before it and
-        more than one space between its parts, which RFC 9112 lets a strict recipient refuse).
-        """
-        end = len(data)
-        pos = 0
-        with memoryview(data) as view:
-            while pos < end and not self.ended:
-                message = self.message
-                if message is not None and message.head_done and not message.chunked:
-                    stop = min(end, pos + message.content_length - message.body_size)
-                else:
-                    newline = data.find(b"\n", pos)
-                    stop = end if newline < 0 else newline + 1
-                self._feed_piece(view[pos:stop])
-                pos = stop
-
-    def _feed_piece(self, piece: memoryview) -> None:
-        message = self.message
-        if message is None or self.in_line:
-            if message is None:
-                self.line.clear()
-                self.head_bytes = 0
-                self.in_line = True
-            self.line += piece
-            if len(self.line) > MAX_REQUEST_LINE + 2:  # its CRLF not counted
-                self._end(Refusal(414, "uri_too_long", "Request line is larger than the limit"))
-                return
-            if piece[-1:] == b"\n":
-                self.in_line = False
-                refusal = _request_line_refusal(self.line)
-                if refusal is not None:
-                    self._end(refusal)
-                    return
-        if message is None or not message.head_done:
-            self.head_bytes += len(piece)
-        try:
-            self.parser.feed_data(piece)
-        except httptools.HttpParserCallbackError as exc:
-            context = exc.__context__
-            self._end(context if isinstance(context, Refusal) else bad_framing(f"Malformed request: {exc}"))
-        except httptools.HttpParserUpgrade:
-            # Only a request without a body upgrades (llhttp), and it is complete: it is served as a plain request,
-            # the protocol switch declined, and the connection closes after it (what follows is not HTTP/1.1).
-            self.ended = True
-        except httptools.HttpParserInvalidMethodError:
-            self._end(_request_line_refusal(self.line) or Refusal(400, "bad_request", "Invalid request line"))
-        except httptools.HttpParserError as exc:
-            self._end(bad_framing(f"Malformed request: {exc}"))
-        else:
-            if self.message is not None and not self.message.head_done and self.head_bytes > MAX_HEAD_BYTES:
-                self._end(Refusal(431, "header_too_large", "Request headers are larger than the limit"))
-
-    def truncated(self) -> Message | None:
-        """At the end of the stream: the request being read when its head was whole and its body of declared length
-        was cut short (the app then answers the truncated body), else None."""
-        message = self.message
-        if message is None or not message.head_done or message.chunked or not message.content_length:
-            return None
-        self.message = None
-        self.ended = True
-        message.head += b"\r\nContent-Length: %d" % message.body_size
-        return message
-
-    def _end(self, refusal: Refusal) -> None:
-        self.ready.append(refusal)
-        self.ended = True
-        self.message = None
-
-    # --- llhttp's callbacks --------------------------------------------------------------------------------------
+        self.method = ""  # of the request being read, from its request line
+        self.version = ""
 
     def on_message_begin(self) -> None:
         self.message = Message()
@@ -187,8 +111,6 @@ class Framing:
         message = self.message
         assert message is not None
         message.url += url
-        if len(message.url) > MAX_REQUEST_LINE:
-            raise Refusal(414, "uri_too_long", "Request line is larger than the limit")
 
     def on_header(self, name: bytes, value: bytes) -> None:
         message = self.message
@@ -207,21 +129,17 @@ class Framing:
     def on_headers_complete(self) -> None:
         message = self.message
         assert message is not None
-        version = self.parser.get_http_version()
+        version = self.version
         if version not in ("1.1", "1.0"):
             raise Refusal(400, "bad_request", "Unsupported HTTP version")
-        method = self.parser.get_method()
-        method = method.decode("ascii") if isinstance(method, bytes) else method
-        if method not in METHODS:
-            raise Refusal(501, "method", "Method Not Implemented", target=bytes(message.url))
-        hosts = lengths = 0
+        hosts = 0
         codings: list[bytes] = []
+        upgrade = connection_upgrade = False
         for name, value in message.fields:
             lower = name.lower()
             if lower == b"host":
                 hosts += 1
             elif lower == b"content-length":
-                lengths += 1
                 message.content_length = int(value)  # llhttp allows digits only, and one Content-Length
             elif lower == b"transfer-encoding":
                 codings.append(value.lower())
@@ -231,6 +149,10 @@ class Framing:
                 if value.lower() != b"100-continue":
                     raise Refusal(417, "bad_request", "Expectation Failed: only 100-continue is supported")
                 message.expect_continue = version == "1.1"
+            elif lower == b"upgrade":
+                upgrade = True
+            elif lower == b"connection":
+                connection_upgrade |= b"upgrade" in (token.strip() for token in value.lower().split(b","))
         if hosts > 1 or (hosts == 0 and version == "1.1"):
             raise Refusal(400, "bad_request", "An HTTP/1.1 request needs exactly one Host header")
         if codings and (codings != [b"chunked"] or version != "1.1"):
@@ -239,10 +161,11 @@ class Framing:
             raise Refusal(413, "body_too_large", "Request body is larger than the configured limit")
         message.chunked = bool(codings)
         # After an HTTP/1.0 request the connection closes whatever it asks: its keep-alive is a pre-standard
-        # extension that many parsers do not read. After an upgrade request too: the switch is declined.
-        message.close = version == "1.0" or self.parser.should_upgrade()
+        # extension that many parsers do not read. After an upgrade request too (llhttp's rule: Upgrade and
+        # Connection: upgrade): the request is served, the switch declined.
+        message.close = version == "1.0" or (upgrade and connection_upgrade)
         message.head_done = True
-        head = [b"%s %s HTTP/%s" % (method.encode("ascii"), message.url, version.encode("ascii"))]
+        head = [b"%s %s HTTP/%s" % (self.method.encode("ascii"), message.url, version.encode("ascii"))]
         for name, value in message.fields:
             lower = name.lower()
             if lower in _FRAMING_FIELDS or (message.close and lower in (b"connection", b"upgrade")):
@@ -269,4 +192,98 @@ class Framing:
         )
         self.ready.append(message)
         self.message = None
-        self.head_bytes = 0
+
+
+class Framing:
+    """One connection's requests, framed by llhttp; see the module docstring."""
+
+    def __init__(self, max_body_bytes: int) -> None:
+        self.reader = _Reader(max_body_bytes)
+        self.parser = httptools.HttpRequestParser(self.reader)
+        self.ready = self.reader.ready  # complete requests, then the refusal that ended the framing, if any
+        self.head_bytes = 0  # bytes of the current head fed so far
+        self.line = bytearray()  # the current request line, until its end
+        self.in_line = False  # the request line has begun and not ended
+        self.ended = False  # a refusal or an upgrade ended the framing: nothing more is read
+
+    @property
+    def message(self) -> Message | None:
+        """The request being read, from its first byte to its end."""
+        return self.reader.message
+
+    def feed(self, data: bytes) -> None:
+        """Frame `data`; complete requests and a final refusal go to `ready`.
+
+        llhttp is given the bytes in pieces that end where a request may end: each line of a head or of a chunked
+        body, and exactly the rest of a body of declared length. So every request starts a piece, and its request
+        line is checked whole before llhttp reads its end (llhttp alone would also take empty lines before it and
+        more than one space between its parts, which RFC 9112 lets a strict recipient refuse).
+        """
+        end = len(data)
+        pos = 0
+        with memoryview(data) as view:
+            while pos < end and not self.ended:
+                message = self.reader.message
+                if message is not None and message.head_done and not message.chunked:
+                    stop = min(end, pos + message.content_length - message.body_size)
+                else:
+                    newline = data.find(b"\n", pos)
+                    stop = end if newline < 0 else newline + 1
+                self._feed_piece(view[pos:stop])
+                pos = stop
+
+    def _feed_piece(self, piece: memoryview) -> None:
+        reader = self.reader
+        message = reader.message
+        if message is None or self.in_line:
+            if message is None:
+                self.line.clear()
+                self.head_bytes = 0
+                self.in_line = True
+            self.line += piece
+            if len(self.line) > MAX_REQUEST_LINE + 2:  # its CRLF not counted
+                self._end(Refusal(414, "uri_too_long", "Request line is larger than the limit"))
+                return
+            if piece[-1:] == b"\n":
+                self.in_line = False
+                match = _REQUEST_LINE.fullmatch(self.line)
+                refusal = _request_line_refusal(match)
+                if refusal is not None:
+                    self._end(refusal)
+                    return
+                assert match is not None
+                reader.method, reader.version = match[1].decode("ascii"), match[3].decode("ascii")
+        if message is None or not message.head_done:
+            self.head_bytes += len(piece)
+        try:
+            self.parser.feed_data(piece)
+        except httptools.HttpParserCallbackError as exc:
+            context = exc.__context__
+            self._end(context if isinstance(context, Refusal) else bad_framing(f"Malformed request: {exc}"))
+        except httptools.HttpParserUpgrade:
+            # Only a request without a body upgrades (llhttp), and it is complete: it was marked to close the
+            # connection after its answer (Message.close), and nothing after it is read.
+            self.ended = True
+        except httptools.HttpParserInvalidMethodError:
+            self._end(_request_line_refusal(_REQUEST_LINE.fullmatch(self.line)) or _bad_request_line())
+        except httptools.HttpParserError as exc:
+            self._end(bad_framing(f"Malformed request: {exc}"))
+        else:
+            if reader.message is not None and not reader.message.head_done and self.head_bytes > MAX_HEAD_BYTES:
+                self._end(Refusal(431, "header_too_large", "Request headers are larger than the limit"))
+
+    def truncated(self) -> Message | None:
+        """At the end of the stream: the request being read when its head was whole and its body of declared length
+        was cut short (the app then answers the truncated body), else None."""
+        message = self.reader.message
+        if message is None or not message.head_done or message.chunked or not message.content_length:
+            return None
+        self.reader.message = None
+        self.ended = True
+        message.head += b"\r\nContent-Length: %d" % message.body_size
+        return message
+
+    def _end(self, refusal: Refusal) -> None:
+        self.ready.append(refusal)
+        self.ended = True
+        self.reader.message = None

@@ -146,6 +146,8 @@ class Nginx:
             f"  uwsgi_temp_path {prefix}/uwsgi;\n  scgi_temp_path {prefix}/scgi;\n{block}\n}}\n"
         )
         nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+        if not Path(nginx).exists():
+            pytest.fail("nginx is not installed (Debian: apt-get install nginx; .ci/run installs it)")
         check = subprocess.run(
             [nginx, "-t", "-p", f"{prefix}/", "-c", str(prefix / "nginx.conf"), "-e", str(prefix / "logs/error.log")],
             capture_output=True,
