@@ -3,14 +3,19 @@
 llhttp, the parser of Node.js, is strict by default: it refuses control characters in header values, a bare LF or
 CR where CRLF belongs, obs-fold, a duplicate or malformed Content-Length, Content-Length beside
 Transfer-Encoding, a Transfer-Encoding whose last coding is not `chunked`, and malformed chunk sizes, extensions
-and trailers. What llhttp accepts and this service still refuses is checked here, once the head is read:
+and trailers. What llhttp accepts and this service still refuses is checked here:
 
+- a request line that is not exactly `method SP target SP HTTP/d.d CRLF` (llhttp also takes empty lines before it
+  and runs of spaces; h11 refuses both), and a method outside METHODS (answered 405 or 404 by the worker, as the
+  app would);
 - an HTTP version other than 1.0 and 1.1 (llhttp reads 0.9 and 2.0 request lines);
 - an HTTP/1.1 request without exactly one Host, an HTTP/1.0 request with more than one (RFC 9112 section 3.2);
 - any Transfer-Encoding other than a single `chunked`, and any Transfer-Encoding in HTTP/1.0 (RFC 9112 section
   6.1: its framing cannot be trusted);
-- a method outside METHODS (answered 405 or 404 by the worker, as the app would);
-- the size bounds: request target, header count and size, trailer size, and the body limit.
+- an expectation other than 100-continue (417);
+- the size bounds: request line, header count and size, chunk lines and trailer section, and the body limit.
+
+After an HTTP/1.0 request, and after a request asking to upgrade the protocol, the connection closes.
 
 A `Framing` lives as long as its connection: bytes after one request stay in llhttp for the next, so pipelined
 requests are framed exactly once, by the parser. Complete requests (and, after them, the refusal that ended the
@@ -35,6 +40,10 @@ MAX_FIELD_LINE = 8190
 MAX_FIELDS = 100
 MAX_HEAD_BYTES = 32 * 1024
 MAX_TRAILER_BYTES = 8 * 1024
+MAX_CHUNK_LINE = 1024
+# What a chunked body may hold between two pieces of data: a chunk-size line with its extensions, or the trailer
+# section (llhttp keeps neither, but httptools collects each trailer field whole before it is handed over).
+MAX_CHUNK_GAP = MAX_CHUNK_LINE + MAX_TRAILER_BYTES
 
 # What the handed-on head carries instead: the body's length, never the client's framing or its expectation.
 _FRAMING_FIELDS = frozenset({b"content-length", b"transfer-encoding", b"expect"})
@@ -85,7 +94,7 @@ class Message:
     close: bool = False  # after this request the connection closes (HTTP/1.0, a declined protocol upgrade)
     chunks: list[bytes] = field(default_factory=list)
     body_size: int = 0
-    trailer_bytes: int = 0
+    gap: int = 0  # bytes of a chunked body fed since its last data: a chunk line, the trailer section
     head: bytes = b""
 
     @property
@@ -115,10 +124,7 @@ class _Reader:
     def on_header(self, name: bytes, value: bytes) -> None:
         message = self.message
         assert message is not None
-        if message.head_done:  # a trailer field: bounded, then dropped (the app never sees trailers)
-            message.trailer_bytes += len(name) + len(value) + 4
-            if message.trailer_bytes > MAX_TRAILER_BYTES:
-                raise bad_framing("Malformed chunked body: trailer section too large")
+        if message.head_done:  # a trailer field (bounded by MAX_CHUNK_GAP): dropped, the app never sees trailers
             return
         if len(message.fields) >= MAX_FIELDS:
             raise Refusal(431, "header_too_large", "Too many header fields")
@@ -179,6 +185,7 @@ class _Reader:
         message = self.message
         assert message is not None
         message.body_size += len(data)
+        message.gap = 0
         if message.body_size > self.max_body_bytes:
             raise Refusal(413, "body_too_large", "Request body is larger than the configured limit")
         message.chunks.append(data)
@@ -255,6 +262,8 @@ class Framing:
                 reader.method, reader.version = match[1].decode("ascii"), match[3].decode("ascii")
         if message is None or not message.head_done:
             self.head_bytes += len(piece)
+        elif message.chunked:
+            message.gap += len(piece)
         try:
             self.parser.feed_data(piece)
         except httptools.HttpParserCallbackError as exc:
@@ -269,8 +278,13 @@ class Framing:
         except httptools.HttpParserError as exc:
             self._end(bad_framing(f"Malformed request: {exc}"))
         else:
-            if reader.message is not None and not reader.message.head_done and self.head_bytes > MAX_HEAD_BYTES:
+            current = reader.message
+            if current is None:
+                return
+            if not current.head_done and self.head_bytes > MAX_HEAD_BYTES:
                 self._end(Refusal(431, "header_too_large", "Request headers are larger than the limit"))
+            elif current.gap > MAX_CHUNK_GAP:
+                self._end(bad_framing("Malformed chunked body: a chunk line or the trailer section is too large"))
 
     def truncated(self) -> Message | None:
         """At the end of the stream: the request being read when its head was whole and its body of declared length

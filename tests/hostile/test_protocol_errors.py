@@ -241,3 +241,12 @@ def test_a_body_sent_in_many_pieces_reaches_the_app_whole(server):
     data = answer.json()
     named = {a["target"]["name"] for a in data["attributions"]} | {t["name"] for t in data["unattributed_targets"]}
     assert named == set(nodes)
+
+
+def test_an_endless_trailer_field_is_refused_once_it_passes_the_bound(server):
+    """A trailer value never ended: refused after about 9 KiB, not held while it grows."""
+    with connect(server.port) as sock:
+        sock.sendall(_post("Transfer-Encoding: chunked\r\n", b"2\r\n{}\r\n0\r\nX-T: "))
+        for _ in range(4):  # 16 KiB of one value, then silence: the answer must not wait for more
+            sock.sendall(b"v" * 4096)
+        assert_json_refusal(read_answer(sock), 400)
