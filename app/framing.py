@@ -211,6 +211,7 @@ class Framing:
         self.head_bytes = 0  # bytes of the current head fed so far
         self.line = bytearray()  # the current request line, until its end
         self.in_line = False  # the request line has begun and not ended
+        self.head_tail = b""  # the last bytes of the head fed so far (its end may straddle two reads)
         self.ended = False  # a refusal or an upgrade ended the framing: nothing more is read
 
     @property
@@ -221,10 +222,11 @@ class Framing:
     def feed(self, data: bytes) -> None:
         """Frame `data`; complete requests and a final refusal go to `ready`.
 
-        llhttp is given the bytes in pieces that end where a request may end: each line of a head or of a chunked
-        body, and exactly the rest of a body of declared length. So every request starts a piece, and its request
-        line is checked whole before llhttp reads its end (llhttp alone would also take empty lines before it and
-        more than one space between its parts, which RFC 9112 lets a strict recipient refuse).
+        llhttp is given the bytes in pieces that end where a request may end: the request line, the header section
+        (to the empty line, the one end of it llhttp takes), each line of a chunked body, and exactly the rest of a
+        body of declared length. So every request starts a piece, and its request line is checked whole before
+        llhttp reads its end (llhttp alone would also take empty lines before it and more than one space between
+        its parts, which RFC 9112 lets a strict recipient refuse).
         """
         end = len(data)
         pos = 0
@@ -233,11 +235,23 @@ class Framing:
                 message = self.reader.message
                 if message is not None and message.head_done and not message.chunked:
                     stop = min(end, pos + message.content_length - message.body_size)
+                elif message is not None and not message.head_done and not self.in_line:
+                    stop = self._header_section_end(data, pos)
                 else:
                     newline = data.find(b"\n", pos)
                     stop = end if newline < 0 else newline + 1
                 self._feed_piece(view[pos:stop])
                 pos = stop
+
+    def _header_section_end(self, data: bytes, pos: int) -> int:
+        """Where in `data` the header section being read ends (after its CRLF CRLF, which may have begun in what was
+        fed before), or the end of `data`."""
+        tail = self.head_tail
+        found = (tail + data[pos : pos + 3]).find(b"\r\n\r\n")
+        if found >= 0:
+            return pos + found + 4 - len(tail)
+        found = data.find(b"\r\n\r\n", pos)
+        return len(data) if found < 0 else found + 4
 
     def _feed_piece(self, piece: memoryview) -> None:
         reader = self.reader
@@ -246,6 +260,7 @@ class Framing:
             if message is None:
                 self.line.clear()
                 self.head_bytes = 0
+                self.head_tail = b""
                 self.in_line = True
             self.line += piece
             if len(self.line) > MAX_REQUEST_LINE + 2:  # its CRLF not counted
@@ -262,6 +277,7 @@ class Framing:
                 reader.method, reader.version = match[1].decode("ascii"), match[3].decode("ascii")
         if message is None or not message.head_done:
             self.head_bytes += len(piece)
+            self.head_tail = (self.head_tail + piece[-3:].tobytes())[-3:]
         elif message.chunked:
             message.gap += len(piece)
         try:

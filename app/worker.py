@@ -5,7 +5,7 @@ blocks reading headers and body: a few clients sending slowly hold every thread 
 /healthz unanswered with 1 worker of 8 threads, bench/hostile.py). Here the worker's own selector loop reads the
 request line, the headers and the whole body without blocking, within bounds set by ServerSettings:
 
-- the request line and headers must end within `header_timeout` seconds, and fit MAX_HEAD_BYTES;
+- the request line and headers must end within `header_timeout` seconds, and fit the bounds of app/framing.py;
 - the body must end within `body_timeout` seconds of the headers, and arrive at `body_min_rate` bytes/s on average
   (checked from RATE_GRACE_SECONDS on);
 - a declared Content-Length over `max_body_bytes` is refused at once, a chunked body as soon as it passes it;

@@ -250,3 +250,20 @@ def test_an_endless_trailer_field_is_refused_once_it_passes_the_bound(server):
         for _ in range(4):  # 16 KiB of one value, then silence: the answer must not wait for more
             sock.sendall(b"v" * 4096)
         assert_json_refusal(read_answer(sock), 400)
+
+
+def test_pipelined_requests_sent_a_few_bytes_at_a_time_are_each_read_whole(server):
+    """Wherever the reads split them (a head's end across two reads, a body, the next request line), two pipelined
+    requests are two answers."""
+    import json
+
+    body = json.dumps(SEED_EXAMPLE).encode()
+    raw = _post(f"Content-Length: {len(body)}\r\n", body) + b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    with connect(server.port) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for start in range(0, len(raw), 7):
+            sock.sendall(raw[start : start + 7])
+            time.sleep(0.001)
+        first, second = read_answer(sock), read_answer(sock)
+    assert first.status == 200 and first.json()["attributions"], first.body
+    assert second.status == 200 and second.json() == {"status": "ok"}
