@@ -6,7 +6,8 @@ Each checkout runs `gunicorn -c conf/gunicorn.conf.py wsgi:app` from its own dir
 both use the same installed packages) with `kernel_log` on a one-line log and with the instant fake provider. Per
 round: wrk on the README's request (as bench/all.py, -t2 -c16) on each server of each checkout; then the maximal
 request (just under 4 MiB) one at a time, alternating between the checkouts. Printed: the median over the rounds
-of req/s and of the workers' CPU time a request, and the maximal request's median and p90.
+of req/s and of the workers' CPU time a request, and the maximal request's median and p90 and the workers' CPU
+time it took (the mean: /proc counts CPU time in ticks of 10 ms).
 
     git worktree add /tmp/before <commit>     # or: git archive <commit> | tar -x -C /tmp/before
     .venv/bin/python bench/compare_trees.py /tmp/before [--after .] [--rounds 5] [--seconds 5] [--max-requests 20]
@@ -92,6 +93,7 @@ def main() -> None:
     rps: dict[tuple[str, str], list[float]] = {}
     cpu: dict[tuple[str, str], list[float]] = {}
     maximal: dict[tuple[str, str], list[float]] = {}
+    maximal_cpu: dict[tuple[str, str], list[float]] = {}
     try:
         for provider, env in providers.items():
             for side, tree in trees.items():
@@ -106,9 +108,12 @@ def main() -> None:
                     post(servers[key].port, big)  # warm-up
                 for _ in range(args.max_requests):
                     for key in [(provider, "before"), (provider, "after")]:
+                        used = sum(servers[key].worker_cpu().values())
                         status, _, ms = post(servers[key].port, big)
                         assert status == 200, status
                         maximal.setdefault(key, []).append(ms)
+                        used = sum(servers[key].worker_cpu().values()) - used
+                        maximal_cpu.setdefault(key, []).append(used * 1000)
     finally:
         for server in servers.values():
             server.stop()
@@ -123,7 +128,8 @@ def main() -> None:
     for key in servers:
         times = sorted(maximal[key])
         p90 = times[min(len(times) - 1, int(0.9 * len(times)))]
-        print(f"   {key[0]:28s} {key[1]:6s} median {statistics.median(times):6.1f} ms  p90 {p90:6.1f} ms")
+        print(f"   {key[0]:28s} {key[1]:6s} median {statistics.median(times):6.1f} ms  p90 {p90:6.1f} ms  "
+              f"workers' CPU {statistics.mean(maximal_cpu[key]):6.1f} ms a request (mean)")  # fmt: skip
 
 
 if __name__ == "__main__":
