@@ -16,7 +16,7 @@ from itertools import combinations
 import pytest
 import re2
 
-from providers.kernel_log.sources.logql import SelectorTemplate
+from providers.kernel_log.loki.logql import SelectorTemplate
 from tests.gunicorn_process import ROOT
 
 DOCS_PACKAGE = ROOT / "docs" / "package.json"
