@@ -66,6 +66,7 @@ fuzz-deep: $(STAMP)
 bench: $(STAMP)
 	@command -v wrk >/dev/null 2>&1 || { echo "make bench: wrk is not installed (Debian/Ubuntu: apt-get install wrk); nothing was measured" >&2; exit 1; }
 	$(PY) bench/all.py
+	$(PY) bench/framing.py
 	$(PY) bench/concurrency.py
 	$(PY) bench/kernel_log_scan.py
 	$(PY) bench/hostile.py

@@ -1,46 +1,29 @@
-"""Reading the request body as one strict JSON object: every way it can fail is a 422 problem list."""
+"""Reading and loading the request body: one way through, from the bytes to the loaded request, every way it can
+fail a 422 problem list.
+
+`load_request` counts the body's structure once, then takes the first of three readers that is certain: orjson and
+the bulk pre-check (`schemas/fast.py`) for a valid request; else the strict reader here and the pre-check on what
+it read; else the schema, which reports every problem.
+"""
 
 from __future__ import annotations
 
 import io
 import json
 import re
-import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
-import orjson
 from flask import Request
+from marshmallow import ValidationError
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from schemas.bounds import MAX_LOC_CHARS, MAX_MESSAGE_CHARS, MAX_PROBLEMS, clip
+from schemas.fast import fast_load, fast_load_text
 from schemas.messages import MORE_IN_BODY, TOO_MANY_VALUES, MoreProblems, message_type, problems_in
+from schemas.request import AttributionRequestSchema
 
-CHUNK = 64 * 1024
-DRAIN_SECONDS = 5.0
-
-
-def drain(environ: Mapping[str, Any], max_bytes: int, seconds: float = DRAIN_SECONDS) -> bool:
-    """Read and drop what is left of a refused body, within bounds; True when it was read to its end.
-
-    gunicorn keeps a connection open after a response only when little of the body is left unread, but announces
-    keep-alive before it knows: a client reusing the connection after a 413 would then find it closed. Reading the
-    rest here (up to `max_bytes`, for at most `seconds`) keeps the connection usable and the 413 readable.
-    """
-    stream = environ.get("wsgi.input")
-    if stream is None:
-        return True
-    deadline = time.monotonic() + seconds
-    drained = 0
-    while drained < max_bytes and time.monotonic() < deadline:
-        try:
-            chunk = stream.read(CHUNK)
-        except (OSError, ValueError):
-            return False
-        if not chunk:
-            return True
-        drained += len(chunk)
-    return False
+_request_schema = AttributionRequestSchema()
 
 
 class RequestValidationError(Exception):
@@ -129,7 +112,8 @@ _NOT_A_MARK = bytes(c for c in range(256) if c not in b",:[{\\")
 
 
 def structure_marks(raw: bytes) -> bytes:
-    """The body's `,` `:` `[` `{` and backslashes, in order: what `within_bounds` and `has_duplicate_keys` count."""
+    """The body's `,` `:` `[` `{` and backslashes, in order: what `within_bounds` and `schemas.fast.has_duplicate_keys`
+    count."""
     return raw.translate(None, _NOT_A_MARK)
 
 
@@ -168,38 +152,20 @@ class HeldBody(io.BytesIO):
 
 
 def read_body(request: Request) -> bytes:
-    """The raw body, at most `max_content_length` bytes: past it RequestEntityTooLarge (413), never a cut body.
+    """The raw body, at most `max_content_length` bytes: past it RequestEntityTooLarge (413).
 
-    With a Content-Length, werkzeug refuses an oversized body before reading it. A chunked body has no length:
-    werkzeug's own limit stops reading at the limit without saying so, so it is read here, one byte past the limit.
+    The Adapter's worker hands every body over whole, with its Content-Length (app/worker.py): it is taken as it
+    is. Any other body (the test client's) is read by werkzeug, which refuses a Content-Length over the limit
+    before reading.
     """
-    limit = request.max_content_length
     stream = request.environ.get("wsgi.input")
     if type(stream) is HeldBody and stream.tell() == 0:
+        limit = request.max_content_length
         if limit is not None and len(stream.whole) > limit:
             raise RequestEntityTooLarge()
         stream.seek(0, io.SEEK_END)
         return stream.whole
-    if request.content_length is not None or limit is None or not request.environ.get("wsgi.input_terminated"):
-        return request.get_data(cache=False)
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        chunk = stream.read(min(CHUNK, limit + 1 - size))
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > limit:
-            raise RequestEntityTooLarge()
-
-
-def read_json_object(request: Request) -> dict[str, Any]:
-    """The body as a dict; RequestValidationError for a wrong content type, bad UTF-8, bad JSON or a non-object.
-
-    Reading is bounded by the app's MAX_CONTENT_LENGTH (413 past it), before any check of the content.
-    """
-    return parse_json_object(read_json_body(request))
+    return request.get_data(cache=False)
 
 
 def read_json_body(request: Request) -> bytes:
@@ -260,35 +226,22 @@ def parse_json_object(raw: bytes, marks: bytes | None = None) -> dict[str, Any]:
     return data
 
 
-# Every JSON string, a key when a colon follows it. Outside strings valid JSON has no quote, so scanning from the
-# start finds each string whole: a quote inside a string is always escaped.
-_STRING_OR_KEY = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"([ \t\n\r]*:)?')
+def load_request(raw: bytes) -> dict[str, Any]:
+    """The request body loaded, or RequestValidationError with every problem (a 422).
 
-
-def parse_fast(raw: bytes) -> Any:
-    """`raw` parsed by orjson, or None when orjson refuses it (the strict reader then says why).
-
-    orjson keeps the last of two equal keys without saying so: `has_duplicate_keys` tells the two apart.
+    A body within the value bounds is parsed by orjson and a valid request checked in bulk; anything else (bad
+    JSON, a duplicate key, too many values, any doubt about a value) is read by the strict reader and loaded
+    through the schema, which reports it.
     """
+    marks = structure_marks(raw)  # counted once, for the bounds of both readers
+    data = fast_load_text(raw, marks) if within_bounds(marks) else None
+    if data is not None:
+        return data
+    payload = parse_json_object(raw, marks)
+    data = fast_load(payload)  # a valid body orjson could not take (commas inside names past the value bound)
+    if data is not None:
+        return data
     try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-
-
-def key_count(raw: bytes) -> int:
-    """How many object keys the valid JSON text `raw` holds, duplicates included."""
-    marks = _STRING_OR_KEY.findall(raw)
-    return len(marks) - marks.count(b"")
-
-
-def has_duplicate_keys(raw: bytes, marks: bytes, parsed_keys: int, string_colons: int) -> bool:
-    """True when the JSON text `raw` holds more object keys than the `parsed_keys` its parsed objects kept.
-
-    Each colon of the text is either a key's or inside a string, so without escapes the text's colons are the keys
-    plus the colons of the parsed strings (`string_colons`): a dropped duplicate adds at least its own colon. An
-    escape (`\\u003a` is a colon) makes that count unsure: the text's keys are then counted one by one.
-    """
-    if b"\\" in marks:
-        return key_count(raw) != parsed_keys
-    return marks.count(b":") != parsed_keys + string_colons
+        return _request_schema.load(payload)
+    except ValidationError as exc:
+        raise validation_error(exc.messages) from None

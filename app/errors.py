@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, Response, jsonify, request
-from werkzeug.exceptions import HTTPException, InternalServerError, RequestEntityTooLarge
+from flask import Flask, Response, jsonify
+from werkzeug.exceptions import HTTPException, InternalServerError
 
-from app.body import RequestValidationError, drain
+from app.body import RequestValidationError
 from app.guard import public_message
 from providers.base import ProviderConstructionError
 from schemas.response import ErrorDetailSchema, ValidationErrorSchema
@@ -49,19 +49,6 @@ def _http_error(error: HTTPException) -> Response:
     return response
 
 
-# How much of a refused body is read and dropped so the connection stays usable, as a multiple of the limit.
-# Past it gunicorn closes the connection after the 413, which it still announces as keep-alive (an application
-# cannot change that header under gunicorn); the 413 itself stays readable either way.
-DRAIN_FACTOR = 16
-
-
-def _too_large(error: RequestEntityTooLarge) -> Response:
-    limit = request.max_content_length or 0
-    if not drain(request.environ, max_bytes=DRAIN_FACTOR * limit):
-        log.warning("body over the limit not read to its end; the connection closes after the 413")
-    return _http_error(error)
-
-
 def _construction_error(error: ProviderConstructionError) -> Response:
     reason = public_message(str(error), "no reason given")
     log.error("provider could not be constructed for the request: %s", reason)
@@ -79,6 +66,5 @@ def register_error_handlers(app: Flask) -> None:
     app.register_error_handler(RequestValidationError, _validation_error)
     app.register_error_handler(ProviderConstructionError, _construction_error)
     app.register_error_handler(InternalServerError, _unexpected)
-    app.register_error_handler(RequestEntityTooLarge, _too_large)
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _unexpected)

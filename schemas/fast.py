@@ -1,6 +1,8 @@
 """A fast validity pre-check of a parsed request: the loaded request when every rule holds, else None.
 
-`fast_load(payload)` answers only for requests that are certainly valid, by the same rules as
+`fast_load_text(raw, marks)` reads the body with orjson and answers only for requests that are certainly valid (no
+duplicate key either); `fast_load(payload)` checks an already parsed payload the same way. Both answer only for
+requests that are certainly valid, by the same rules as
 `AttributionRequestSchema.load` (each scalar goes through the very field that marshmallow would call) and with the
 same result; long node and rank lists are checked in bulk passes instead of item by item. When anything is off, or
 merely not certain (a non-ASCII node name, say), it answers None and the caller loads the payload through the
@@ -9,6 +11,7 @@ schema, which finds and reports every problem: every 422 comes from that path.
 
 from __future__ import annotations
 
+import re
 from array import array
 from itertools import islice
 from operator import lt
@@ -92,9 +95,7 @@ def _increasing_ranks(values: list[Any]) -> bool:
     except (TypeError, OverflowError):
         return False
     return (
-        values[0] >= _RANK.minimum
-        and values[-1] <= _RANK.maximum
-        and all(type(value) is int for value in values[:2])
+        values[0] >= _RANK.minimum and values[-1] <= _RANK.maximum and all(type(value) is int for value in values[:2])
     )
 
 
@@ -195,3 +196,43 @@ def string_colons(payload: dict[str, Any]) -> int:
             if type(value) is str:
                 count += value.count(":")
     return count
+
+
+def fast_load_text(raw: bytes, marks: bytes) -> dict[str, Any] | None:
+    """What `fast_load` gives for the JSON text `raw` as orjson reads it, when it holds no duplicate key; else None
+    (orjson refuses it, it is not an object, or a key repeats). `marks`: the body's `,` `:` `[` `{` and
+    backslashes, in order (app/body.py `structure_marks`)."""
+    try:
+        payload = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if type(payload) is not dict:
+        return None
+    data = fast_load(payload)
+    if data is None or has_duplicate_keys(raw, marks, object_keys(payload), string_colons(payload)):
+        return None
+    return data
+
+
+# Every JSON string, a key when a colon follows it. Outside strings valid JSON has no quote, so scanning from the
+# start finds each string whole: a quote inside a string is always escaped.
+_STRING_OR_KEY = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"([ \t\n\r]*:)?')
+
+
+def key_count(raw: bytes) -> int:
+    """How many object keys the valid JSON text `raw` holds, duplicates included."""
+    marks = _STRING_OR_KEY.findall(raw)
+    return len(marks) - marks.count(b"")
+
+
+def has_duplicate_keys(raw: bytes, marks: bytes, parsed_keys: int, string_colons: int) -> bool:
+    """True when the JSON text `raw` holds more object keys than the `parsed_keys` its parsed objects kept.
+
+    orjson keeps the last of two equal keys without saying so. Each colon of the text is either a key's or inside a
+    string, so without escapes the text's colons are the keys plus the colons of the parsed strings
+    (`string_colons`): a dropped duplicate adds at least its own colon. An escape (`\\u003a` is a colon) makes that
+    count unsure: the text's keys are then counted one by one.
+    """
+    if b"\\" in marks:
+        return key_count(raw) != parsed_keys
+    return marks.count(b":") != parsed_keys + string_colons

@@ -36,7 +36,7 @@ def adapter_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 class Gunicorn:
     """One gunicorn master started with the project's own config and Procfile command."""
 
-    def __init__(self, env: Mapping[str, str], log_path: Path) -> None:
+    def __init__(self, env: Mapping[str, str], log_path: Path, app: str = "wsgi:app") -> None:
         self.port = free_port()
         self.metrics_port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -52,7 +52,7 @@ class Gunicorn:
         )
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", "conf/gunicorn.conf.py", "wsgi:app"],
+            [sys.executable, "-m", "gunicorn", "-c", "conf/gunicorn.conf.py", app],
             cwd=ROOT,
             env=full_env,
             stdout=self._log,

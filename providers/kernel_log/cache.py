@@ -58,7 +58,15 @@ class Bounded(Generic[K, V]):
         an item larger than the size bound on its own is not kept."""
         if self.entries <= 0:
             return
-        size = self._size(value) if self._size is not None else 0
+        if self._size is None:  # a count bound alone: the common case, kept short
+            with self._lock:
+                items = self._items
+                items[key] = (value, 0)
+                items.move_to_end(key)
+                if len(items) > self.entries:
+                    items.popitem(last=False)
+            return
+        size = self._size(value)
         if self.max_size is not None and size > self.max_size:
             return
         with self._lock:

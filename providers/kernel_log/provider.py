@@ -173,7 +173,8 @@ class KernelLogProvider(Provider):
         """
         names = nodes if isinstance(nodes, NodeNames) else NodeNames(nodes)
         source = self.settings.source
-        parts = scope_parts(names.nodes, PART_NODES) if isinstance(source, FileSource) else []
+        large = isinstance(source, FileSource) and len(names.nodes) > PART_NODES
+        parts = scope_parts(names.nodes, PART_NODES) if large else []
         if len(parts) <= 1 or _combined(source):  # type: ignore[arg-type]
             collector = Collector(names, window, zone=self.settings.time_zone)
             self._scan(collector, deadline, trace, proof)

@@ -285,30 +285,6 @@ def test_healthz_ignores_a_body_and_query(client, provider):
     assert provider.calls == []
 
 
-# ---------------------------------------------------------------- chunked bodies (no Content-Length, as from gunicorn)
-
-
-def _chunked(client, data):
-    import io
-
-    return client.post(
-        URL,
-        input_stream=io.BytesIO(data),
-        headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"},
-        environ_overrides={"wsgi.input_terminated": True},
-    )
-
-
-def test_chunked_body_within_the_limit_is_served(small_client, provider):
-    check_200(_chunked(small_client, VALID.encode()))
-    assert len(provider.calls) == 1
-
-
-def test_chunked_body_over_the_limit_is_413(small_client, provider):
-    check_detail(_chunked(small_client, _padded(LIMIT * 3)), 413)
-    assert provider.calls == []
-
-
 @pytest.mark.parametrize("path", ["/static/app.py", "/static/", "/static/../app/__init__.py"])
 def test_no_static_route_is_public(client, path):
     response = client.get(path)

@@ -4,6 +4,9 @@ closes."""
 from __future__ import annotations
 
 import socket
+import time
+
+import pytest
 
 from app.openapi import SEED_EXAMPLE
 from tests.hostile.conftest import assert_json_refusal, connect, exchange, read_answer
@@ -113,11 +116,87 @@ def test_keep_alive_still_serves_several_requests_on_one_connection(server):
         sock.shutdown(socket.SHUT_WR)
 
 
-def test_what_gunicorns_parser_still_refuses_is_json_too(server):
-    # The worker lets this head through (names and framing are fine); gunicorn's parser refuses the control
-    # character in the value, and the worker's error handler answers it.
+def test_a_control_character_in_a_header_value_is_a_400(server):
     answer = exchange(server.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Odd: a\x01b\r\n\r\n")
     assert_json_refusal(answer, 400)
+
+
+@pytest.mark.parametrize(
+    "coding", [b" \x0bchunked", b" \x0cchunked", b" chunked\x0b", b" \rchunked", b"\nchunked"], ids=repr
+)
+def test_a_transfer_encoding_padded_with_control_characters_is_one_400_and_nothing_after_it(server, coding):
+    """The smuggling the issue list found: read as chunked, this body ended after `0` and the GET behind it was
+    answered as a second request (405, then 404)."""
+    raw = (
+        b"POST /healthz HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:" + coding + b"\r\n\r\n0\r\n\r\n"
+        b"GET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n"
+    )
+    with connect(server.port) as sock:
+        sock.sendall(raw)
+        answer = read_answer(sock)
+        assert_json_refusal(answer, 400)
+        assert sock.recv(1) == b""  # no second answer
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"2;\nxx\r\n{}\r\n0\r\n\r\n",  # a bare LF inside a chunk extension
+        b"0\r\nX-T: 1\n\n",  # a trailer line ended by a bare LF
+        b"0\r\nX-T: 1\r\n folded\r\n\r\n",  # an obs-folded trailer
+    ],
+    ids=["extension-bare-lf", "trailer-bare-lf", "trailer-fold"],
+)
+def test_a_chunked_body_with_a_bare_lf_or_a_fold_is_one_400_and_nothing_after_it(server, body):
+    raw = _post("Transfer-Encoding: chunked\r\n", body + b"GET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n")
+    with connect(server.port) as sock:
+        sock.sendall(raw)
+        assert_json_refusal(read_answer(sock), 400)
+        assert sock.recv(1) == b""
+
+
+def test_an_http11_request_without_host_is_a_400(server):
+    assert_json_refusal(exchange(server.port, b"GET /healthz HTTP/1.1\r\n\r\n"), 400)
+    # HTTP/1.0 has no Host requirement.
+    answer = exchange(server.port, b"GET /healthz HTTP/1.0\r\n\r\n")
+    assert answer.status == 200 and answer.closed
+
+
+def test_an_expectation_other_than_100_continue_is_a_417(server):
+    assert_json_refusal(exchange(server.port, _post("Expect: coffee\r\nContent-Length: 2\r\n", b"{}")), 417)
+
+
+@pytest.mark.parametrize("version", ["HTTP/1.1", "HTTP/1.0"])
+def test_100_continue_is_sent_to_an_http11_client_only(server, version):
+    """RFC 9110 section 10.1.1: a 100-continue expectation of an HTTP/1.0 request is ignored."""
+    import json
+
+    body = json.dumps(SEED_EXAMPLE).encode()
+    head = (
+        f"POST /v1/attribution {version}\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Expect: 100-continue\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    with connect(server.port) as sock:
+        sock.sendall(head)
+        if version == "HTTP/1.1":
+            assert sock.recv(64) == b"HTTP/1.1 100 Continue\r\n\r\n"  # the client waits for it
+        else:
+            time.sleep(0.5)  # what the server sends by now is read below, before the final answer
+        sock.sendall(body)
+        received = b""
+        while b"\r\n\r\n" not in received:
+            chunk = sock.recv(65536)
+            assert chunk, received
+            received += chunk
+    assert received.split(b"\r\n", 1)[0] in (b"HTTP/1.1 200 OK", b"HTTP/1.0 200 OK"), received[:100]
+
+
+def test_pipelined_requests_after_an_http10_request_are_not_read(server):
+    """After an HTTP/1.0 request the connection closes, whatever the request asks (see tests/framing)."""
+    with connect(server.port) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = read_answer(sock)
+        assert answer.status == 200 and answer.closed
 
 
 def test_a_body_the_app_leaves_unread_never_becomes_the_next_request(server):
@@ -162,3 +241,29 @@ def test_a_body_sent_in_many_pieces_reaches_the_app_whole(server):
     data = answer.json()
     named = {a["target"]["name"] for a in data["attributions"]} | {t["name"] for t in data["unattributed_targets"]}
     assert named == set(nodes)
+
+
+def test_an_endless_trailer_field_is_refused_once_it_passes_the_bound(server):
+    """A trailer value never ended: refused after about 9 KiB, not held while it grows."""
+    with connect(server.port) as sock:
+        sock.sendall(_post("Transfer-Encoding: chunked\r\n", b"2\r\n{}\r\n0\r\nX-T: "))
+        for _ in range(4):  # 16 KiB of one value, then silence: the answer must not wait for more
+            sock.sendall(b"v" * 4096)
+        assert_json_refusal(read_answer(sock), 400)
+
+
+def test_pipelined_requests_sent_a_few_bytes_at_a_time_are_each_read_whole(server):
+    """Wherever the reads split them (a head's end across two reads, a body, the next request line), two pipelined
+    requests are two answers."""
+    import json
+
+    body = json.dumps(SEED_EXAMPLE).encode()
+    raw = _post(f"Content-Length: {len(body)}\r\n", body) + b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    with connect(server.port) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for start in range(0, len(raw), 7):
+            sock.sendall(raw[start : start + 7])
+            time.sleep(0.001)
+        first, second = read_answer(sock), read_answer(sock)
+    assert first.status == 200 and first.json()["attributions"], first.body
+    assert second.status == 200 and second.json() == {"status": "ok"}

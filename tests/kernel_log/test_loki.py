@@ -354,10 +354,11 @@ def test_one_hostile_value_round_trips_exactly(template: str, name: str) -> None
     else:
         pattern = re.compile(value)
         assert pattern.fullmatch(name) and not any(pattern.fullmatch(m) for m in near_misses(name) if m != name)
-    # A raw string cannot hold a backtick (and loses carriage returns): the value moves to a "..." string.
+    # A raw string holds printable characters only, never a backtick (Loki refuses a NUL in a query, Go drops
+    # carriage returns from raw strings): any other value moves to a "..." string.
     query = t.render(name)
     closing_quote = query[len(query) - len(after) - 1]
-    if "`" in name or "\r" in name:
+    if "`" in name or not name.isprintable():
         assert closing_quote == '"'
     else:
         assert closing_quote == t.quoting

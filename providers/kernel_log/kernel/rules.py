@@ -34,7 +34,7 @@ def _item(event: Event, source: str) -> EvidenceItem:
     return EvidenceItem(event.observed_at, event.category, source, event.line, (event.kind, event.code, event.device))
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class KernelConclusions:
     """What the kernel logs of one request say, before it is merged with the other signals (merge.py)."""
 

@@ -6,9 +6,10 @@ be the whole quoted value of a positive label matcher (`=` or `=~`) inside the s
 
 - in a regex matcher (`=~`), RE2's metacharacters are escaped first, so the value matches itself only;
 - then for the string around it: in a `"..."` string (Go's escaping, which LogQL uses) backslash, quote and
-  control characters are escaped; a `` `...` `` raw string cannot hold a backtick and Go drops carriage returns
-  from raw strings, so a value holding either is written in a `"..."` string instead (the quoting changes, the
-  meaning does not).
+  control characters are escaped; a `` `...` `` raw string holds its characters as they are, so only a value of
+  printable characters without a backtick is written raw (Loki's lexer refuses a NUL or a byte order mark anywhere
+  in a query, Go drops carriage returns from raw strings, and a backtick would end the string); any other value is
+  written in a `"..."` string instead, whatever the template's quoting (the quoting changes, the meaning does not).
 
 `render_any` puts several values into one matcher that matches exactly those values: an anchored RE2 alternation
 (`host=~"a|b|c"`; an `=` matcher becomes `=~` for it). A value that no LogQL string can carry (a lone UTF-16
@@ -65,8 +66,9 @@ def representable(value: str) -> bool:
 
 
 def fits_raw(value: str) -> bool:
-    """Whether a Go raw (backtick) string keeps `value` as it is."""
-    return BACKTICK not in value and "\r" not in value
+    """Whether `value` can stand as it is in a Go raw (backtick) string of a query Loki accepts: printable
+    characters only (no NUL, carriage return or other control character, no byte order mark) and no backtick."""
+    return value.isprintable() and BACKTICK not in value
 
 
 def quote(value: str, preferred: str) -> str:

@@ -1,0 +1,172 @@
+"""LogQL selectors as Loki reads them: every query the templates make from hostile names is parsed by Grafana's LogQL
+grammar (@grafana/lezer-logql, pinned in docs/package.json, run on Node.js), holds nothing Loki's lexer refuses,
+and each regex matcher's value, compiled by RE2 (the engine of Loki's regexes; google-re2), matches exactly the
+scope's names and none of a list of near-misses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from functools import cache
+from itertools import combinations
+
+import pytest
+import re2
+
+from providers.kernel_log.loki.logql import SelectorTemplate
+from tests.gunicorn_process import ROOT
+
+DOCS_PACKAGE = ROOT / "docs" / "package.json"
+GRAMMAR_SCRIPT = ROOT / "tests" / "kernel_log" / "logql_grammar.mjs"
+PLACEHOLDER = "{hosts}"
+TEMPLATES = [
+    '{host=~"{hosts}"}',
+    "{host=~`{hosts}`}",
+    '{host="{hosts}"}',
+    "{host=`{hosts}`}",
+    '{job="syslog", host=~`{hosts}`} |= "NVRM"',
+    "{ hostname = `{hosts}` , job=`kernel` }",
+]
+# Names a scope may hold, the hostile ones first: NUL (the one a real Loki refused inside backticks), other
+# control characters, a byte order mark, quotes, backslashes, RE2 metacharacters, LogQL's own braces.
+VALUES = [
+    "node\x00one",
+    "tab\there",
+    "cr\rlf\n",
+    "bom\ufeffx",
+    "del\x7f",
+    "esc\x1b[0m",
+    "nbsp\xa0x",
+    "back`tick",
+    'quote"and\\backslash',
+    "dots.and*stars+(x)|[y]{2}^$?",
+    '}{"`,=~',
+    "ünïcödé-ノード",
+    "emoji-\U0001f600",
+    " spaced ",
+    "gpu-1.dc.example",
+    "gpu-2.dc.example",
+    "gpu-1.dc2.example",
+    "worker-01",
+]
+# Loki's lexer (Go's text/scanner) refuses these anywhere in a query, quoted or not.
+LEXER_REFUSES = ("\x00", "\ufeff")
+
+
+@cache
+def grammar_missing() -> str | None:
+    if shutil.which("node") is None:
+        return "node is not installed (.ci/run installs Node.js)"
+    if not (ROOT / "docs" / "node_modules" / "@grafana" / "lezer-logql").exists():
+        return "@grafana/lezer-logql is not installed: run `npm ci` in docs/ (.ci/run does)"
+    return None
+
+
+def parse(queries: list[str]) -> list[dict]:
+    missing = grammar_missing()
+    if missing is not None:
+        # CI installs both (.ci/run); elsewhere the check waits for them rather than failing `make test`.
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(missing)
+    done = subprocess.run(
+        ["node", str(GRAMMAR_SCRIPT), str(DOCS_PACKAGE)],
+        input=json.dumps(queries),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+_GO_SIMPLE = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\", '"': '"'}
+
+
+def go_unquote(literal: str) -> str:
+    """The value of a Go string literal (what Loki's parser makes of a LogQL string)."""
+    if literal[0] == "`":
+        assert literal[-1] == "`"
+        return literal[1:-1].replace("\r", "")  # Go drops carriage returns from raw strings
+    assert literal[0] == literal[-1] == '"'
+    body, out, i = literal[1:-1], [], 0
+    while i < len(body):
+        ch = body[i]
+        if ch != "\\":
+            assert ch not in '"\n', literal
+            out.append(ch)
+            i += 1
+            continue
+        kind = body[i + 1]
+        if kind in _GO_SIMPLE:
+            out.append(_GO_SIMPLE[kind])
+            i += 2
+        else:
+            width = {"x": 2, "u": 4, "U": 8}[kind]
+            out.append(chr(int(body[i + 2 : i + 2 + width], 16)))
+            i += 2 + width
+    return "".join(out)
+
+
+def near_misses(names: list[str]) -> set[str]:
+    """Texts close to the names that are none of them: each name longer, shorter, shifted, with a regex
+    metacharacter's meaning taken literally the other way, and the name parts of two names crossed."""
+    misses: set[str] = set()
+    for name in names:
+        misses |= {name + "x", "x" + name, name[:-1], name[1:], name + "\n", name.upper(), ""}
+        misses |= {name.replace(".", "x"), name.replace(".", ""), name.replace("*", ""), name.replace("+", "")}
+    for a, b in combinations(names, 2):
+        head_a, _, domain_a = a.partition(".")
+        head_b, _, domain_b = b.partition(".")
+        if domain_a and domain_b:
+            misses |= {f"{head_a}.{domain_b}", f"{head_b}.{domain_a}"}
+        misses.add(a + "|" + b)
+    return misses - set(names)
+
+
+def check_query(query: str, parsed: dict, names: list[str], operator: str) -> None:
+    assert not parsed["error"], f"the LogQL grammar refuses {query!r}"
+    assert not any(ch in query for ch in LEXER_REFUSES), f"Loki's lexer refuses {query!r}"
+    (matcher,) = [m for m in parsed["matchers"] if m[0] in ("host", "hostname")]
+    label, op, literal = matcher
+    assert op == operator, (query, matcher)
+    if literal[0] == "`":
+        assert literal[1:-1].isprintable(), f"a raw string holds what Loki would refuse or change: {query!r}"
+    value = go_unquote(literal)
+    if operator == "Eq":
+        assert [value] == names, (query, value)
+        return
+    pattern = re2.compile(value)
+    for name in names:
+        assert pattern.fullmatch(name), (query, name)
+    for miss in near_misses(names):
+        assert not pattern.fullmatch(miss), (query, miss)
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_every_single_name_makes_a_query_loki_reads_as_that_name(template):
+    selector = SelectorTemplate(template, PLACEHOLDER)
+    operator = "Re" if selector.operator == "=~" else "Eq"
+    queries = [selector.render(value) for value in VALUES]
+    for query, parsed, value in zip(queries, parse(queries), VALUES, strict=True):
+        check_query(query, parsed, [value], operator)
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_a_scope_of_names_makes_one_regex_matching_exactly_those_names(template):
+    selector = SelectorTemplate(template, PLACEHOLDER)
+    scopes = [VALUES, VALUES[:3], VALUES[-4:], ["gpu-1.dc.example", "gpu-2.dc.example"], ["worker-01"]]
+    scopes += [[value, "worker-01"] for value in VALUES[:-1]]
+    queries = [selector.render_any(scope) for scope in scopes]
+    for query, parsed, scope in zip(queries, parse(queries), scopes, strict=True):
+        check_query(query, parsed, scope, "Re")
+
+
+def test_a_nul_in_a_name_is_written_double_quoted_whatever_the_templates_quoting():
+    for template in ("{host=`{hosts}`}", "{host=~`{hosts}`}"):
+        selector = SelectorTemplate(template, PLACEHOLDER)
+        for query in (selector.render("a\x00b"), selector.render_any(["a\x00b", "c"])):
+            assert "`" not in query and "\\x00" in query, query
+        # A name that fits keeps the template's quoting.
+        assert "`" in selector.render("worker-01")
