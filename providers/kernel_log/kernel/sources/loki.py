@@ -15,12 +15,10 @@ from datetime import datetime, timezone
 from functools import partial
 from urllib.parse import quote, urlencode
 
-import requests
-
 from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, SourceFailure, TraceContext
 from providers.kernel_log.kernel.collect import Collector
 from providers.kernel_log.kernel.parse import parse_line
-from providers.kernel_log.loki.client import SOURCE, encoded_length, get_json, ns_span, read_entries
+from providers.kernel_log.loki.client import SOURCE, encoded_length, get_json, ns_span, read_entries, session
 from providers.kernel_log.loki.fanout import NotFinished, fan_out
 from providers.kernel_log.loki.logql import (
     GROUP_CLOSE,
@@ -222,9 +220,9 @@ class LokiSource:
         """Every in-scope entry one query finds in the window (pages forward), and whether the page limit cut it."""
         out: list[Entry] = []
         seen_at_start: set[tuple[str, int, str]] = set()
-        with requests.Session() as session:
+        with session(deadline) as http:
             for _ in range(self.max_pages):
-                body = get_json(session, self.query_url(query, start, end), headers, deadline)
+                body = get_json(http, self.query_url(query, start, end), headers, deadline)
                 entries, total = read_entries(body, self.host_label)
                 if total > self.limit:
                     raise ProviderProcessingError(
