@@ -249,4 +249,5 @@ def _job_logs(options: Mapping[str, str]) -> JobLogSource | None:
         raise ProviderConstructionError(
             "ATTRIBUTION_LOKI_JOB_SELECTOR needs ATTRIBUTION_LOKI_URL, an http:// or https:// URL"
         )
-    return LokiJobLogSource(url, template, limits=limits, **_paging(options))
+    concurrency = _int(options, LOKI_CONCURRENCY)
+    return LokiJobLogSource(url, template, limits=limits, concurrency=concurrency, **_paging(options))

@@ -7,7 +7,20 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
+from providers.base import Deadline
+
 T = TypeVar("T")
+
+#: the time kept between the last backend answer taken and the deadline, for the rules and the reply: this share
+#: of the time left when the reading starts, at most RESERVE_MAX_S
+RESERVE_SHARE = 0.1
+RESERVE_MAX_S = 0.25
+
+
+def until_for(deadline: Deadline) -> float:
+    """The `time.monotonic()` value at which a source stops waiting for its backend calls (see RESERVE_SHARE)."""
+    until = time.monotonic() + deadline.remaining() * (1 - RESERVE_SHARE)
+    return max(until, deadline.expires_at - RESERVE_MAX_S)
 
 
 class NotFinished(Exception):
@@ -47,4 +60,4 @@ def fan_out(
         executor.shutdown(wait=False, cancel_futures=True)
 
 
-__all__ = ["fan_out", "NotFinished"]
+__all__ = ["fan_out", "NotFinished", "until_for", "RESERVE_SHARE", "RESERVE_MAX_S"]
