@@ -28,7 +28,7 @@ job-log parser reads).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache, partial
@@ -51,7 +51,7 @@ from providers.kernel_log.joblog.markers import markers
 from providers.kernel_log.joblog.nodes import NodeResolver
 from providers.kernel_log.joblog.source import JobLogs, resolver
 from providers.kernel_log.loki.client import encoded_length, get_json, ns_span, read_entries, session
-from providers.kernel_log.loki.fanout import NotFinished, fan_out, until_for
+from providers.kernel_log.loki.fanout import NotFinished, Pool, until_for
 from providers.kernel_log.loki.logql import (
     SelectorTemplate,
     TemplateError,
@@ -283,69 +283,71 @@ class LokiJobLogSource:
         share = min(self.limits.node_bytes, max(1, self.limits.request_bytes // max(1, len(nodes))))
         seconds = (end - 1 - start) // 1_000_000_000 + 1  # the placement's range: the window, to the second above
         batches = self.plan(query, nodes, seconds)
-        until = until_for(deadline)
         got = _Read()
-        calls: list[Callable[[], Any]] = []
-        owners: list[tuple[str, int]] = []  # (kind, batch index) of each call
+        pool = Pool(self.concurrency, until_for(deadline), "loki-job")
         for b, batch in enumerate(batches):
-            calls.append(partial(self._signal_lines, batch, start, end, share, headers, resolve, deadline))
-            owners.append(("lines", b))
-            calls.append(partial(self._headers, batch, start, end, headers, resolve, deadline))
-            owners.append(("lines", b))
+            pool.add(partial(self._signal_lines, batch, start, end, share, headers, resolve, deadline), ("lines", b))
+            pool.add(partial(self._headers, batch, start, end, headers, resolve, deadline), ("lines", b))
             for selector in batch.placement:
-                calls.append(partial(self._placement, selector, end, seconds, headers, resolve, deadline))
-                owners.append(("placement", b))
-        waiting = [2] * len(batches)  # line queries of each batch not answered yet
+                pool.add(partial(self._placement, selector, end, seconds, headers, resolve, deadline), ("placement", b))
+        lines_waiting = [2] * len(batches)  # line queries of each batch not answered yet
+        placement_waiting = [len(batch.placement) for batch in batches]
+        wanted = set(request.scope.ranks)
         logs: dict[str, NodeLog] = {}
         failed_lines = 0
-        for index, result in fan_out(calls, self.concurrency, until, "loki-job"):
-            kind, b = owners[index]
-            batch = batches[b]
+        followed = 0
+        unplaced = 0
+        touched: set[str] = set()
+        for tag, result in pool.results():
+            kind, key = tag  # type: ignore[misc]
+            if kind == "last":
+                if isinstance(result, BaseException):
+                    unplaced += 1
+                else:
+                    got.add([(key, ts, line) for ts, line in result])  # type: ignore[union-attr]
+                    touched.add(key)
+                continue
+            batch = batches[key]
             if isinstance(result, BaseException):
                 if kind == "placement":
                     got.placement_failed += 1
-                    continue
-                failed_lines += 1
-                (got.late if isinstance(result, NotFinished) else got.lost).update(batch.nodes)
-                got.errors.append(result)
+                    placement_waiting[key] -= 1
+                else:
+                    failed_lines += 1
+                    lines_waiting[key] -= 1
+                    (got.late if isinstance(result, NotFinished) else got.lost).update(batch.nodes)
+                    got.errors.append(result)
             elif kind == "placement":
-                for node, rank, host in result:
+                placement_waiting[key] -= 1
+                for node, rank, host in result:  # type: ignore[union-attr]
                     got.placed.setdefault(node, {})[rank] = host
-                continue
             else:
-                entries, cut = result
+                entries, cut = result  # type: ignore[misc]
                 got.add(entries)
                 got.cut |= cut
-            waiting[b] -= 1
-            if waiting[b] == 0:  # parsed while other batches are still being read
+                lines_waiting[key] -= 1
+            if kind == "lines" and lines_waiting[key] == 0:  # parsed while other batches are still being read
                 logs.update(self._parse(batch.nodes, got, resolve))
+            if lines_waiting[key] == 0 and placement_waiting[key] == 0 and wanted:
+                lines_waiting[key] = -1  # this batch's follow-ups are asked for once
+                for node in batch.nodes:
+                    if node in got.lost or node in got.late:
+                        continue
+                    for rank, host in sorted(got.placed.get(node, {}).items()):
+                        if rank not in wanted or _prefixed(logs.get(node), rank):
+                            continue
+                        if followed >= self.max_last_lines:
+                            unplaced += 1
+                            continue
+                        followed += 1
+                        pool.add(partial(self._last_line, query, host, rank, start, end, headers, deadline),
+                                 ("last", node))
         if failed_lines == 2 * len(batches):
             first = got.errors[0]
             if isinstance(first, NotFinished):
                 raise ProviderTimeoutError(f"{SOURCE} did not answer in time")
             raise first
-        wanted = set(request.scope.ranks)
-        missing = [
-            (node, rank, host)
-            for node, ranks in got.placed.items()
-            for rank, host in sorted(ranks.items())
-            if rank in wanted and node not in got.lost and node not in got.late and not _prefixed(logs.get(node), rank)
-        ]
-        unplaced = 0
-        if missing:
-            unplaced = max(0, len(missing) - self.max_last_lines)
-            picked = missing[: self.max_last_lines]
-            more = [partial(self._last_line, query, host, rank, start, end, headers, deadline)
-                    for _, rank, host in picked]
-            touched: set[str] = set()
-            for index, result in fan_out(more, self.concurrency, until, "loki-job-last"):
-                node = picked[index][0]
-                if isinstance(result, BaseException):
-                    unplaced += 1
-                    continue
-                got.add([(node, ts, line) for ts, line in result])
-                touched.add(node)
-            logs.update(self._parse(sorted(touched), got, resolve))
+        logs.update(self._parse(sorted(touched), got, resolve))
         return JobLogs(logs, self._notes(got, unplaced), tuple(n for n in nodes if n in got.late))
 
     def _notes(self, got: _Read, unplaced: int) -> tuple[str, ...]:
