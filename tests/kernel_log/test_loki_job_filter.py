@@ -15,9 +15,14 @@ import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
+from app import create_app
+from app.settings import Settings
 from bench.joblog_scan import RANKS_PER_NODE, _failure, _training_block, node_name
 from bench.loki_stub import LogStore, Stream, StubLoki
 from providers.base import AttributionRequest, Deadline, FailureContext, Phase, Scope, WorkloadContext
+from providers.kernel_log import KernelLogProvider
 from providers.kernel_log.joblog import conclude
 from providers.kernel_log.joblog.lines import NodeParser
 from providers.kernel_log.joblog.loki import LokiJobLogSource, _stamp, keeps
@@ -150,3 +155,39 @@ def test_the_filtered_read_of_a_generated_fleet_concludes_as_a_full_parse() -> N
     # node 3's ranks wrote training lines only: the placement query named them, their newest lines were read
     assert sum(read[node_name(3)].ranks[r].lines for r in range(24, 32)) == 8
     assert stats["queries"] == 3 + 8  # signal lines, entry headers, placement; one newest line per rank of node 3
+
+
+@pytest.mark.parametrize("concurrency", ["1", "4"])
+def test_batches_run_side_by_side_within_the_setting_and_urls_stay_within_8_kib(concurrency: str, tmp_path) -> None:
+    # 700 nodes with long names: several batches, each query URL at most 8 KiB, never more in flight than allowed.
+    names = [f"gpu-node-{i:04d}-with-a-rather-long-name-for-the-url.rack-{i // 64:02d}.cluster.example" for i in
+             range(700)]
+    silent = names[417]
+    logs = {name: ([] if name == silent else list(fx.LLAMAFACTORY_6269[:1])) for name in names}
+    logs[silent] = ["[rank3]: step 1"]
+    timed = {n: [(FIRST_NS + i * 1_000_000, line) for i, line in enumerate(lines)] for n, lines in logs.items()}
+    store = LogStore(Stream({"job": "job-1", "host": n}, v) for n, v in timed.items())
+    (tmp_path / "logs").mkdir()
+    with StubLoki(0.005, store=store) as loki:
+        provider = KernelLogProvider.from_options({
+            "ATTRIBUTION_KERNEL_LOG_SOURCE": "files", "ATTRIBUTION_KERNEL_LOG_DIR": str(tmp_path / "logs"),
+            "ATTRIBUTION_LOKI_URL": loki.url, "ATTRIBUTION_LOKI_JOB_SELECTOR": '{job="{workload_id}"}',
+            "ATTRIBUTION_LOKI_CONCURRENCY": concurrency,
+        })
+        client = create_app(Settings(provider="kernel_log"), provider).test_client()
+        answer = client.post("/v1/attribution", json={
+            "schema_version": "0.1.0", "workload_id": "job-1", "scope": {"nodes": names, "ranks": [0, 3]},
+            "failure_context": {"detected_at": "2026-09-09T12:00:00Z", "detection_signal": "application_error"},
+            "timeout_ms": 20000, "workload_context": {"workflow_id": "w", "attempt_index": 0}, "phase": "fast",
+        })
+        stats = loki.stats()
+    assert answer.status_code == 200
+    body = answer.get_json()
+    # rank 0 timed out everywhere (the same line on every node: placed nowhere); rank 3 wrote only on `silent`
+    assert [(f["target"]["name"], f["error_category"]) for f in body["attributions"]] == [(silent, "collective_hang")]
+    assert stats["longest_url"] <= 8 * 1024
+    if concurrency == "1":
+        assert stats["most_in_flight"] == 1
+    else:
+        assert 1 < stats["most_in_flight"] <= int(concurrency)
+    assert stats["queries"] > 3  # several batches

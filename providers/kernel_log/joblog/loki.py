@@ -177,7 +177,7 @@ class _Batch:
 class _Read:
     """What the queries of one request gave, gathered on the caller's thread."""
 
-    lines: dict[str, dict[tuple[int, str], None]] = field(default_factory=dict)  # node -> (ts, line), in order
+    lines: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # node -> (ts, line), as received
     placed: dict[str, dict[int, str]] = field(default_factory=dict)  # node -> rank -> the host label value
     cut: bool = False
     lost: set[str] = field(default_factory=set)  # nodes a query of theirs failed for
@@ -185,9 +185,12 @@ class _Read:
     errors: list[BaseException] = field(default_factory=list)
     placement_failed: int = 0
 
-    def add(self, entries: list[Entry]) -> None:
+    def add(self, entries: list[Entry], fresh_only: bool = False) -> None:
+        """Keep `entries`; with `fresh_only`, those not already kept (a newest line may be one the filter kept)."""
         for node, ts, line in entries:
-            self.lines.setdefault(node, {})[(ts, line)] = None
+            kept = self.lines.setdefault(node, [])
+            if not fresh_only or (ts, line) not in kept:
+                kept.append((ts, line))
 
 
 @dataclass(frozen=True)
@@ -304,7 +307,7 @@ class LokiJobLogSource:
                 if isinstance(result, BaseException):
                     unplaced += 1
                 else:
-                    got.add([(key, ts, line) for ts, line in result])  # type: ignore[union-attr]
+                    got.add([(key, ts, line) for ts, line in result], fresh_only=True)  # type: ignore[union-attr]
                     touched.add(key)
                 continue
             batch = batches[key]
@@ -418,11 +421,12 @@ class LokiJobLogSource:
                 )
             entries.reverse()  # newest first
             fresh = 0
+            nodes: dict[str, str | None] = {}
             for host, ts, line in entries:
                 if (host, ts, line) in seen_at_end:
                     continue
                 fresh += 1
-                node = resolve(host)
+                node = nodes[host] if host in nodes else nodes.setdefault(host, resolve(host))
                 if node is None or used.get(node, 0) >= share:
                     continue
                 line = line[:MAX_LINE_CHARS]
