@@ -226,9 +226,15 @@ class LogStore:
         start, end = int(params["start"]), int(params["end"])
         limit = int(params.get("limit", "100"))
         backward = params.get("direction", "backward") == "backward"
-        picked: list[tuple[int, int, str]] = []  # (ts, stream index, line)
+        sources = []
         for index in self._selected(query):
             lines, runs = self._kept(index, self.streams[index], query, key)
+            sources.append((index, lines, runs))
+        # The page holds the `limit` entries nearest the end it starts from: find the time that bounds them by
+        # counting (runs are counted, not written), then write only the entries on the near side of it.
+        start, end = self._bounds(sources, start, end, limit, backward)
+        picked: list[tuple[int, int, str]] = []  # (ts, stream index, line)
+        for index, lines, runs in sources:
             lo = bisect.bisect_left(lines, (start, ""))
             hi = bisect.bisect_left(lines, (end, ""))
             chosen = lines[max(lo, hi - limit) : hi] if backward else lines[lo : min(hi, lo + limit)]
@@ -244,6 +250,33 @@ class LogStore:
             by_stream.setdefault(index, []).append([str(ts), line])
         result = [{"stream": self.streams[i].labels, "values": v} for i, v in by_stream.items()]
         return json.dumps({"status": "success", "data": {"resultType": "streams", "result": result}}).encode()
+
+    @staticmethod
+    def _bounds(sources: list, start: int, end: int, limit: int, backward: bool) -> tuple[int, int]:
+        """[start, end) narrowed, from the far side, to a span that still holds at least `limit` entries."""
+
+        def count(lo: int, hi: int) -> int:
+            n = 0
+            for _, lines, runs in sources:
+                n += bisect.bisect_left(lines, (hi, "")) - bisect.bisect_left(lines, (lo, ""))
+                for run in runs:
+                    a, b = run.index_range(lo, hi)
+                    n += b - a
+                if n >= limit:
+                    break
+            return n
+
+        if count(start, end) <= limit:
+            return start, end
+        lo, hi = start, end  # backward: the largest cut with count(cut, end) >= limit; forward: the smallest
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            enough = count(mid, end) >= limit if backward else count(start, mid) >= limit
+            if backward == enough:
+                lo = mid
+            else:
+                hi = mid
+        return (lo, end) if backward else (start, hi)
 
     def _instant(self, params: Mapping[str, str]) -> bytes:
         m = _METRIC.match(params["query"])
@@ -316,6 +349,7 @@ class StubLoki:
                     stub.in_flight += 1
                     stub.most_in_flight = max(stub.most_in_flight, stub.in_flight)
                     stub.url_lengths.append(len(self.path) + len(stub.url))
+                answered = False
                 try:
                     started = time.monotonic()
                     params = {k: v[0] for k, v in parse_qs(url.query).items()}
@@ -323,16 +357,19 @@ class StubLoki:
                     left = stub.delay_s - (time.monotonic() - started)
                     if left > 0:
                         time.sleep(left)
+                    with stub.lock:  # held until answered: counted out before the client can send its next query
+                        stub.in_flight -= 1
+                        stub.bytes_sent += len(body)
+                    answered = True
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
                     self.wfile.write(body)
-                    with stub.lock:
-                        stub.bytes_sent += len(body)
                 finally:
-                    with stub.lock:
-                        stub.in_flight -= 1
+                    if not answered:
+                        with stub.lock:
+                            stub.in_flight -= 1
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
