@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -333,6 +334,12 @@ class StubLoki:
 
             def log_message(self, *args: object) -> None:
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                # headers and body go out in two writes: without this a kept-alive connection waits for the
+                # client's delayed ACK (about 40 ms) before the body, which no real Loki does
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's naming
                 url = urlparse(self.path)
