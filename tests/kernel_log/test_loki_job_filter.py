@@ -191,3 +191,14 @@ def test_batches_run_side_by_side_within_the_setting_and_urls_stay_within_8_kib(
     else:
         assert 1 < stats["most_in_flight"] <= int(concurrency)
     assert stats["queries"] > 3  # several batches
+
+
+def test_a_node_name_no_logql_string_can_carry_is_not_asked_for_and_said() -> None:
+    logs = {"node-a": list(fx.LLAMAFACTORY_6269[:1]), "bad-\ud800": list(fx.LLAMAFACTORY_6269[2:3])}
+    timed = {n: [(FIRST_NS, line) for line in lines] for n, lines in logs.items()}
+    store = LogStore(Stream({"job": "job-1", "host": n}, v) for n, v in timed.items())
+    with StubLoki(0.0, store=store) as loki:
+        source = LokiJobLogSource(loki.url, '{job="{workload_id}"}')
+        read = source.read(_request(list(logs), []), list(logs), WINDOW, Deadline.after_ms(30000), None)
+    assert list(read.logs) == ["node-a"]
+    assert read.notes == ("the job-log lines of 1 node(s) whose names no Loki query can carry were not read",)

@@ -184,6 +184,7 @@ class _Read:
     late: set[str] = field(default_factory=set)  # nodes a query of theirs was unfinished at the deadline
     errors: list[BaseException] = field(default_factory=list)
     placement_failed: int = 0
+    unsendable: int = 0  # scope nodes whose names no LogQL string can carry (a lone surrogate): not asked for
 
     def add(self, entries: list[Entry], fresh_only: bool = False) -> None:
         """Keep `entries`; with `fresh_only`, those not already kept (a newest line may be one the filter kept)."""
@@ -285,8 +286,9 @@ class LokiJobLogSource:
         resolve = resolver(nodes)
         share = min(self.limits.node_bytes, max(1, self.limits.request_bytes // max(1, len(nodes))))
         seconds = (end - 1 - start) // 1_000_000_000 + 1  # the placement's range: the window, to the second above
-        batches = self.plan(query, nodes, seconds)
-        got = _Read()
+        sendable = [node for node in nodes if representable(node)]
+        batches = self.plan(query, sendable, seconds)
+        got = _Read(unsendable=len(nodes) - len(sendable))
         pool = Pool(self.concurrency, until_for(deadline), "loki-job")
         for b, batch in enumerate(batches):
             pool.add(partial(self._signal_lines, batch, start, end, share, headers, resolve, deadline), ("lines", b))
@@ -345,7 +347,7 @@ class LokiJobLogSource:
                         followed += 1
                         pool.add(partial(self._last_line, query, host, rank, start, end, headers, deadline),
                                  ("last", node))
-        if failed_lines == 2 * len(batches):
+        if batches and failed_lines == 2 * len(batches):
             first = got.errors[0]
             if isinstance(first, NotFinished):
                 raise ProviderTimeoutError(f"{SOURCE} did not answer in time")
@@ -362,6 +364,9 @@ class LokiJobLogSource:
             notes.append(f"the job-log lines of {len(got.lost)} node(s) could not be read from Loki ({reasons})")
         if got.late:
             notes.append(f"the job-log lines of {len(got.late)} node(s) were not read from Loki before the deadline")
+        if got.unsendable:
+            notes.append(f"the job-log lines of {got.unsendable} node(s) whose names no Loki query can carry were "
+                         "not read")
         if got.placement_failed:
             notes.append(
                 f"{got.placement_failed} Loki quer(ies) asking where the ranks wrote failed: on their nodes only the "
