@@ -131,7 +131,8 @@ def main() -> None:
     parser.add_argument("--delay-ms", type=int, default=50, help="the stub's time to answer each query")
     parser.add_argument("--timeout-ms", type=int, default=10000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--concurrency", help="ATTRIBUTION_LOKI_CONCURRENCY (default: the setting's default)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a provider setting other than its default (e.g. ATTRIBUTION_LOKI_CONCURRENCY=16)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the child's entry
     args = parser.parse_args()
     if args.serve:
@@ -151,13 +152,13 @@ def main() -> None:
             "ATTRIBUTION_LOKI_URL": url,
             "ATTRIBUTION_LOKI_SELECTOR": '{job="syslog", host=~"{hosts}"}',
             "ATTRIBUTION_LOKI_JOB_SELECTOR": '{job="{workload_id}"}',
-            **({"ATTRIBUTION_LOKI_CONCURRENCY": args.concurrency} if args.concurrency else {}),
+            **dict(item.split("=", 1) for item in args.set),
         })
         names = tuple(node_name(i) for i in range(args.nodes))
         culprit = node_name(args.silent_node)
         print(f"stub Loki at {url}: {args.nodes} nodes x {RANKS_PER_NODE} ranks, {args.training_lines} training "
               f"lines per rank, {args.dump_lines} dump lines per silent rank, {args.delay_ms} ms per query; "
-              "default settings")
+              + (f"settings {', '.join(args.set)}" if args.set else "default settings"))
         for run in range(max(1, args.repeat)):
             detected = DETECTED + timedelta(microseconds=run + 1)  # each request its own failure time
             request = AttributionRequest(

@@ -289,15 +289,14 @@ class LogStore:
         end = int(seconds) * 1_000_000_000 + int((frac + "000000000")[:9]) + 1  # (time - range, time]
         start = end - int(m.group("secs")) * 1_000_000_000
         counts: dict[tuple[str, ...], int] = {}
+        key = repr(query.stages)
         for index in self._selected(query):
             stream = self.streams[index]
-            items: list[tuple[str, int]] = []
-            for ts, line in stream.lines:
-                if start <= ts < end and query.keeps(line):
-                    items.append((line, 1))
-            for run in stream.runs:
+            lines, runs = self._kept(index, stream, query, key)
+            items: list[tuple[str, int]] = [(line, 1) for ts, line in lines if start <= ts < end]
+            for run in runs:
                 a, b = run.index_range(start, end)
-                if b > a and query.keeps(run.make(0)):
+                if b > a:
                     items.append((run.make(0), b - a))
             for line, n in items:
                 labels = {**stream.labels, **query.extracted(line)}
