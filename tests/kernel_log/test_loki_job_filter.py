@@ -12,6 +12,7 @@ the filters keep; for a rank that did, its last line is the newest of those.
 from __future__ import annotations
 
 import dataclasses
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -202,3 +203,16 @@ def test_a_node_name_no_logql_string_can_carry_is_not_asked_for_and_said() -> No
         read = source.read(_request(list(logs), []), list(logs), WINDOW, Deadline.after_ms(30000), None)
     assert list(read.logs) == ["node-a"]
     assert read.notes == ("the job-log lines of 1 node(s) whose names no Loki query can carry were not read",)
+
+
+def test_the_markers_are_one_alternation_of_literals_no_two_neighbours_sharing_a_first_character() -> None:
+    # Go's regexp parser factors a prefix neighbours share (`CUDA|Cuda` -> `C(?:UDA|uda)`), which older Loki
+    # versions no longer turn into substring searches; every marker stays one escaped literal.
+    from providers.kernel_log.joblog.markers import markers
+    from providers.kernel_log.loki.logql import literal_alternation, regex_escape
+
+    pattern = literal_alternation(markers())
+    parts = pattern.split("|")
+    assert sorted(parts) == sorted(regex_escape(m) for m in markers())
+    unescaped = [re.sub(r"\\(.)", r"\1", part) for part in parts]
+    assert all(a[0] != b[0] for a, b in zip(unescaped, unescaped[1:], strict=False)), unescaped
