@@ -59,11 +59,18 @@ LOKI_SELECTOR = Setting(
 )
 LOKI_HOST_LABEL = Setting("ATTRIBUTION_LOKI_HOST_LABEL", "the stream label holding the hostname", "host")
 LOKI_LIMIT = Setting("ATTRIBUTION_LOKI_LIMIT", "entries per Loki page", 1000, 1, 5000)
-LOKI_MAX_PAGES = Setting("ATTRIBUTION_LOKI_MAX_PAGES", "pages per query at most", 10, 1, 100)
+LOKI_MAX_PAGES = Setting(
+    "ATTRIBUTION_LOKI_MAX_PAGES",
+    "pages per query at most (each kernel-log query; each batch's job-log query, which is also bounded by the job-log "
+    "bytes of its nodes)",
+    10, 1, 100,
+)
 LOKI_TENANT = Setting("ATTRIBUTION_LOKI_TENANT", "sent as `X-Scope-OrgID`")
 LOKI_CONCURRENCY = Setting(
     "ATTRIBUTION_LOKI_CONCURRENCY",
-    "Loki queries one request runs at once (a large scope is split into queries of at most 8 KiB URL each)",
+    "Loki queries one request runs at once, for the kernel logs and then for the job logs (a large scope is split "
+    "into queries of at most 8 KiB URL each); a query answered 429 or 503 is sent again after its `Retry-After`, "
+    "at most 3 times, never past the deadline",
     DEFAULT_CONCURRENCY, 1, 64,
 )
 JOB_LOG_DIR = Setting(
@@ -75,7 +82,8 @@ LOKI_JOB_SELECTOR = Setting(
     "ATTRIBUTION_LOKI_JOB_SELECTOR",
     'LogQL selector template of a job\'s log streams in Loki, e.g. `{job="{workload_id}"}` (`{attempt_index}` too); '
     "each placeholder stands as a whole quoted label value and is escaped; the node is the "
-    "`ATTRIBUTION_LOKI_HOST_LABEL` label; needs `ATTRIBUTION_LOKI_URL`; not with `ATTRIBUTION_JOB_LOG_DIR`",
+    "`ATTRIBUTION_LOKI_HOST_LABEL` label; only lines holding a job-log marker are asked for (docs/job-logs.md); "
+    "needs `ATTRIBUTION_LOKI_URL`; not with `ATTRIBUTION_JOB_LOG_DIR`",
 )
 JOB_LOG_MAX_NODE_BYTES = Setting(
     "ATTRIBUTION_JOB_LOG_MAX_NODE_BYTES", "tail of one node's job log read per request",
@@ -249,4 +257,5 @@ def _job_logs(options: Mapping[str, str]) -> JobLogSource | None:
         raise ProviderConstructionError(
             "ATTRIBUTION_LOKI_JOB_SELECTOR needs ATTRIBUTION_LOKI_URL, an http:// or https:// URL"
         )
-    return LokiJobLogSource(url, template, limits=limits, **_paging(options))
+    concurrency = _int(options, LOKI_CONCURRENCY)
+    return LokiJobLogSource(url, template, limits=limits, concurrency=concurrency, **_paging(options))

@@ -12,9 +12,16 @@ import responses
 
 from app import create_app
 from app.settings import Settings
+from bench.loki_stub import LogStore, Stream
 from providers.base import ProviderConstructionError
 from providers.kernel_log import KernelLogProvider
-from providers.kernel_log.joblog.loki import build_job_query, template_problem
+from providers.kernel_log.joblog.loki import (
+    build_job_query,
+    header_filter,
+    placement_query,
+    signal_filter,
+    template_problem,
+)
 from tests.joblog import fixtures as fx
 
 URL = "http://loki.test:3100"
@@ -100,14 +107,36 @@ def _client(dirs: tuple[str, str], **extra: str) -> Any:
     return create_app(Settings(provider="kernel_log"), provider).test_client()
 
 
+def _loki(streams: dict[str, list[tuple[datetime, str]]]) -> None:
+    """Answer both Loki endpoints from `streams` (host -> timed lines), with the LogQL evaluated for real."""
+    store = LogStore(
+        Stream({"job": "job-1", "host": host}, [(int(t.timestamp()) * 1_000_000_000 + t.microsecond * 1000, line)
+                                                for t, line in lines])
+        for host, lines in streams.items()
+    )
+
+    def answer(request: Any) -> tuple[int, dict[str, str], bytes]:
+        url = urlparse(request.url)
+        status, body = store.answer(url.path, {k: v[0] for k, v in parse_qs(url.query).items()})
+        return status, {"Content-Type": "application/json"}, body
+
+    responses.add_callback(responses.GET, ENDPOINT, callback=answer)
+    responses.add_callback(responses.GET, URL + "/loki/api/v1/query", callback=answer)
+
+
+def _queries() -> list[dict[str, list[str]]]:
+    return [parse_qs(urlparse(call.request.url).query) for call in responses.calls]
+
+
 @responses.activate
 def test_loki_job_logs_name_the_node_a_rank_is_behind_on(dirs: tuple[str, str]) -> None:
     # Assembled from two reports that both log process group 1: rank 0 completed 1579 (LlamaFactory#7396),
     # rank 4 completed 7752 (LlamaFactory#6269). Loki's own times stand in front of each line.
     behind = fx.LLAMAFACTORY_7396[2].split("] ", 1)[1]
     t = DETECTED - timedelta(seconds=90)
-    responses.get(ENDPOINT, json=_loki_body({"node-a": [(t, behind)], "node-b": [(t, fx.LLAMAFACTORY_6269[3])],
-                                             "elsewhere": [(t, fx.JADE_194_ECC[0])]}))
+    training = [(t - timedelta(seconds=i), f"[rank0]: step {i}") for i in range(3, 0, -1)]
+    _loki({"node-a": [*training, (t, behind)], "node-b": [(t, fx.LLAMAFACTORY_6269[3])],
+           "elsewhere": [(t, fx.JADE_194_ECC[0])]})
     body = _ask(_client(dirs), ["node-a", "node-b"], [0, 4])
     assert [(f["target"], f["error_category"]) for f in body["attributions"]] == [
         ({"type": "Node", "name": "node-a"}, "collective_hang")
@@ -115,30 +144,33 @@ def test_loki_job_logs_name_the_node_a_rank_is_behind_on(dirs: tuple[str, str]) 
     finding = body["attributions"][0]
     assert f"2026-09-09T11:58:30.000000Z {behind}" in [e["message"] for e in finding["evidence"]]
     assert finding["observed_at"] == "2026-09-09T11:58:30Z"  # Loki's time became the line's collector time
-    (call,) = responses.calls
-    query = parse_qs(urlparse(call.request.url).query)
-    assert query["query"] == ['{job="job-1"}'] and query["direction"] == ["backward"]
+    # Three queries for the one batch of nodes: the lines that hold a marker and the summary's entry headers, read
+    # backward, and where the ranks wrote; each selects the job's streams of the scope's hosts only.
+    sent = sorted(q["query"][0] for q in _queries())
+    selector = '{job="job-1", host=~"(?i)(?:node-a|node-b)(?:\\\\..*)?"}'
+    assert sent == sorted([
+        selector + signal_filter(), selector + header_filter(), placement_query(selector, 1021, "host"),
+    ])
+    assert all(q["direction"] == ["backward"] for q in _queries() if "direction" in q)
 
 
 @responses.activate
 def test_loki_job_logs_are_read_backward_in_pages_and_bounded(dirs: tuple[str, str]) -> None:
     t = DETECTED - timedelta(seconds=60)
-    newest = [(t + timedelta(seconds=i), f"[rank0]: step {i}") for i in range(2, 0, -1)]
-    older = [(t, fx.JADE_194_ECC[0])]
-    responses.get(ENDPOINT, json=_loki_body({"gpu-1": newest}))
-    responses.get(ENDPOINT, json=_loki_body({"gpu-1": older}))
+    newest = [(t + timedelta(seconds=i), f"[rank0]: UserWarning: step {i}") for i in range(1, 3)]
+    _loki({"gpu-1": [(t, fx.JADE_194_ECC[0]), *newest]})
     body = _ask(_client(dirs, ATTRIBUTION_LOKI_LIMIT="2"), ["gpu-1"], [])
     assert [f["error_category"] for f in body["attributions"]] == ["gpu_memory"]  # found on the second page
-    second = parse_qs(urlparse(responses.calls[1].request.url).query)
-    assert int(second["end"][0]) == int(t.timestamp() + 1) * 1_000_000_000 + 1  # before the first page's oldest
+    pages = [q for q in _queries() if q["query"][0].endswith(signal_filter())]
+    assert len(pages) == 3  # the third, before the oldest line taken, holds only that line: nothing further back
+    assert int(pages[1]["end"][0]) == int(t.timestamp() + 1) * 1_000_000_000 + 1  # before the first page's oldest
     # A per-node bound smaller than the newest lines leaves the older page unread and says so.
     responses.reset()
-    responses.get(ENDPOINT, json=_loki_body({"gpu-1": newest}))
-    responses.get(ENDPOINT, json=_loki_body({"gpu-1": older}))
+    _loki({"gpu-1": [(t, fx.JADE_194_ECC[0]), *newest]})
     body = _ask(_client(dirs, ATTRIBUTION_LOKI_LIMIT="2", ATTRIBUTION_JOB_LOG_MAX_NODE_BYTES="16"), ["gpu-1"], [])
     assert body["attributions"] == []
     assert "older job-log lines in Loki lie beyond the read bound" in body["error"]["message"]
-    assert len(responses.calls) == 1
+    assert len([q for q in _queries() if q["query"][0].endswith(signal_filter())]) == 1
 
 
 @responses.activate
@@ -158,9 +190,12 @@ def test_a_failing_loki_job_source_loses_no_kernel_finding_and_says_what_was_not
 
 @responses.activate
 def test_a_workload_id_a_raw_string_cannot_hold_is_sent_in_a_double_quoted_string(dirs: tuple[str, str]) -> None:
-    responses.get(ENDPOINT, json=_loki_body({}))
+    _loki({})
     client = _client(dirs, ATTRIBUTION_LOKI_JOB_SELECTOR="{job=`{workload_id}`}")
     body = _ask(client, ["gpu-1"], [], workload="a`b")
     assert body["attributions"] == []
-    (call,) = responses.calls
-    assert parse_qs(urlparse(call.request.url).query)["query"] == ['{job="a`b"}']
+    sent = [q["query"][0] for q in _queries()]
+    assert len(sent) == 3
+    assert all(q.startswith('{job="a`b", host=~') or q.startswith('sum by (host, attribution_rank) '
+                                                                    '(count_over_time({job="a`b", host=~')
+               for q in sent)

@@ -170,3 +170,39 @@ def test_a_nul_in_a_name_is_written_double_quoted_whatever_the_templates_quoting
             assert "`" not in query and "\\x00" in query, query
         # A name that fits keeps the template's quoting.
         assert "`" in selector.render("worker-01")
+
+
+def test_the_job_log_queries_are_logql_and_their_patterns_re2_that_match_what_they_should():
+    # The Loki job-log source's queries: the signal lines, the summaries' entry headers, where ranks wrote, a silent
+    # rank's newest line; built from a template with a pipeline stage of its own and hostile scope names.
+    from providers.kernel_log.joblog import loki
+    from providers.kernel_log.joblog.markers import markers
+    from providers.kernel_log.loki.logql import with_matcher
+
+    base = loki.build_job_query('{job="{workload_id}", attempt="{attempt_index}"} |= "x"', 'a"b`c', 2)
+    heads = ["gpu-1", "dots.and*stars+(x)|[y]{2}^$?".partition(".")[0], "back`tick", "ünïcödé-ノード", "worker-01"]
+    selector = with_matcher(base, loki.host_matcher("host", heads))
+    queries = [
+        selector + loki.signal_filter(),
+        selector + loki.header_filter(),
+        loki.placement_query(selector, 1021, "host"),
+        with_matcher(base, 'host="gpu-1.dc"') + ' |= "[rank7]:"',
+    ]
+    for query, parsed in zip(queries, parse(queries), strict=True):
+        assert not parsed["error"], f"the LogQL grammar refuses {query!r}"
+    (matcher,) = [m for m in parse(queries[:1])[0]["matchers"] if m[0] == "host"]
+    hosts = re2.compile(go_unquote(matcher[2]))
+    for head in heads:
+        for name in (head, head.upper(), head + ".dc.example", head + "."):
+            assert hosts.fullmatch(name), name
+        for miss in (head + "x", "x" + head, head[:-1], head + "-2.dc", "x." + head):
+            assert not hosts.fullmatch(miss), miss
+    signal = re2.compile(go_unquote(loki.signal_filter().split(" ", 2)[2]))
+    for marker in markers():
+        assert signal.search(f"[rank3]: text {marker} text"), marker
+    assert not signal.search("[rank3]: {'loss': 2.001, 'grad_norm': 0.01, 'learning_rate': 1.2e-05, 'step': 1}")
+    header = re2.compile(go_unquote(loki.header_filter().split(" ", 2)[2]))
+    assert header.search("[0]:") and header.search("2026-09-09T11:58:30Z stderr F [12]:  ")
+    assert not header.search("[rank0]: [1]: x") and not header.search("[rank12]:")
+    rank = re2.compile(loki.RANK_PATTERN)
+    assert rank.search("[rank118]:[E603 17:48:01]").group(loki.RANK_LABEL) == "118"

@@ -88,7 +88,9 @@ def test_request_shape_headers_and_finding() -> None:
     assert call.request.headers["traceparent"] == TRACE.traceparent
     assert call.request.headers["tracestate"] == "vendor=1"
     assert call.request.headers["X-Scope-OrgID"] == "team-a"
-    assert 0 < call.request.req_kwargs["timeout"] <= 5
+    # The socket timeout is the time left before the deadline, computed at each wait (retries included).
+    timeout = call.request.req_kwargs["timeout"]
+    assert 0 < timeout.connect_timeout <= 5 and 0 < timeout.read_timeout <= 5
 
 
 @responses.activate

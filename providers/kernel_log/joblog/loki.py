@@ -1,32 +1,93 @@
-"""Job logs from Grafana Loki: the tail of one workload attempt's streams, one host label per node.
+"""Job logs from Grafana Loki: the lines of one workload attempt's streams that the job-log parser can use.
 
 `ATTRIBUTION_LOKI_JOB_SELECTOR` is a LogQL stream selector template such as `{job="{workload_id}"}`; the
 placeholders `{workload_id}` and `{attempt_index}` must each stand as a whole quoted label value, and are filled
 with the request's values escaped for that string. The streams' `ATTRIBUTION_LOKI_HOST_LABEL` says which node a
-line belongs to. The window is read backward from its end (a failed attempt's evidence is at its end) in pages,
-bounded in bytes per node and per request; each node's lines are then parsed oldest first, each with Loki's
-timestamp in front of it (a collector time the job-log parser reads).
+line belongs to.
+
+Most lines of a training log give the parser nothing but a count, so Loki is asked for the others only. The scope's
+nodes are split into batches (a host matcher added to the selector: each node's short name, any domain after it,
+case ignored; each query URL within 8 KiB, at most `MAX_BATCH_NODES` nodes); for each batch, side by side within
+`ATTRIBUTION_LOKI_CONCURRENCY` queries at once and the deadline:
+
+- the signal lines: `|~` with the literal markers of `markers.py`, read backward from the window's end in pages of
+  `ATTRIBUTION_LOKI_LIMIT`, until each node of the batch has its share of the job-log byte bound or the pages
+  (`ATTRIBUTION_LOKI_MAX_PAGES`) end;
+- the entry headers of torchelastic's failure summary (`[0]:`, a line that holds no literal marker): `|~` with one
+  anchored pattern, one page;
+- where each rank wrote: a metric query, `sum by (host, rank) (count_over_time(... |= "[rank" | regexp ...))`, which
+  names every (node, rank) pair with at least one `[rankN]:` line in the window whatever their number. A rank of
+  `scope.ranks` it places whose own lines are not among those read (a rank that fell silent) gets its newest line
+  read (`|= "[rankN]:"`, one line, backward), at most `MAX_LAST_LINES` of them a request: the rules place a rank by
+  its lines and show its last one, and look for silent ranks only among those the request names.
+
+Each node's lines are then parsed oldest first, each with Loki's timestamp in front of it (a collector time the
+job-log parser reads).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache, partial
+from typing import Any
+from urllib.parse import quote, urlencode
 
 import requests
 
-from providers.base import AttributionRequest, Deadline, TraceContext
+from providers.base import (
+    AttributionRequest,
+    Deadline,
+    ProviderProcessingError,
+    ProviderTimeoutError,
+    SourceFailure,
+    TraceContext,
+)
 from providers.kernel_log.joblog import MAX_LINE_CHARS, NodeLog, ReadLimits
 from providers.kernel_log.joblog.lines import NodeParser
+from providers.kernel_log.joblog.markers import markers
+from providers.kernel_log.joblog.nodes import NodeResolver
 from providers.kernel_log.joblog.source import JobLogs, resolver
-from providers.kernel_log.loki.client import get_json, ns_span, read_entries
-from providers.kernel_log.loki.logql import SelectorTemplate, TemplateError, representable
+from providers.kernel_log.loki.client import encoded_length, get_json, ns_span, read_entries, session
+from providers.kernel_log.loki.fanout import NotFinished, Pool, until_for
+from providers.kernel_log.loki.logql import (
+    SelectorTemplate,
+    TemplateError,
+    go_escape,
+    literal_alternation,
+    regex_escape,
+    representable,
+    string,
+    with_matcher,
+)
 from providers.kernel_log.window import Window
 
 WORKLOAD = "{workload_id}"
 ATTEMPT = "{attempt_index}"
 SOURCE = "the Loki job-log source"
+#: the longest query URL sent (the request-line buffer of the proxies Loki usually sits behind is 8 KiB)
+MAX_URL_BYTES = 8 * 1024
+#: nodes of one batch at most (fewer batches: fewer queries; smaller ones: shorter chains of pages)
+MAX_BATCH_NODES = 256
+#: nodes of one placement query at most: it answers one series per (node, rank), and Loki refuses a query of more
+#: than `max_query_series` (500 by default) series: 48 nodes leave room for 10 ranks a node
+MAX_PLACEMENT_NODES = 48
+#: ranks whose newest line is read one by one, a request (the placement query named them, no line read showed them)
+MAX_LAST_LINES = 256
+#: the label the placement query extracts the rank into (a name no collector gives a stream)
+RANK_LABEL = "attribution_rank"
+#: torchelastic's summary entry header, `[0]:`, alone on its line (white space and a collector's prefix allowed)
+ENTRY_HEADER = r"\[[0-9]{1,6}\]:\s*$"
+_ENTRY_HEADER = re.compile(ENTRY_HEADER)
+#: what the placement query's regexp stage takes from a line (patterns.RANK_PREFIX in RE2)
+RANK_PATTERN = r"\[rank(?P<" + RANK_LABEL + r">[0-9]{1,9})\]:"
+#: URL bytes kept for the parameters besides the query (start, end, limit, direction, time)
+_PARAMS_BYTES = 160
+
+#: (scope node, ns timestamp, line)
+Entry = tuple[str, int, str]
 
 
 def _templates(template: str) -> list[SelectorTemplate]:
@@ -57,13 +118,85 @@ def build_job_query(template: str, workload_id: str, attempt_index: int) -> str 
     return SelectorTemplate(query, WORKLOAD).render(workload_id)
 
 
+def signal_filter() -> str:
+    """The line filter of the signal-lines query: `|~` with the markers as an alternation of literals."""
+    return " |~ " + string(literal_alternation(markers()))
+
+
+def header_filter() -> str:
+    return " |~ " + string(ENTRY_HEADER)
+
+
+def placement_query(selector: str, seconds: int, host_label: str) -> str:
+    """The metric query naming each (host, rank) with `[rankN]:` lines in the `seconds` before its time."""
+    inner = f'{selector} |= "[rank" | regexp {string(RANK_PATTERN)}'
+    return f"sum by ({host_label}, {RANK_LABEL}) (count_over_time({inner} [{seconds}s]))"
+
+
+def host_matcher(label: str, heads: Sequence[str]) -> str:
+    """`label=~"(?i)(?:a|b)(?:\\..*)?"`: a host whose short name is one of `heads`, with any domain, any case."""
+    pattern = "(?i)(?:" + "|".join(regex_escape(h) for h in heads) + r")(?:\..*)?"
+    return f'{label}=~"{go_escape(pattern)}"'
+
+
+def keeps(line: str) -> bool:
+    """Whether the signal-lines or the entry-header query keeps `line` (what Loki's filters do, in Python)."""
+    return any(m in line for m in markers()) or _ENTRY_HEADER.search(line) is not None
+
+
+@lru_cache(maxsize=4096)
+def _second(seconds: int) -> str:
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
 def _stamp(ns: int) -> str:
-    return datetime.fromtimestamp(ns // 1000 / 1_000_000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """Loki's time as the RFC 3339 stamp (microseconds, UTC) put in front of the line for the parser."""
+    seconds, rest = divmod(ns, 1_000_000_000)
+    return f"{_second(seconds)}.{rest // 1000:06d}Z"
+
+
+def _prefixed(log: NodeLog | None, rank: int) -> bool:
+    """Whether a `[rankN]:` line of `rank` was read for the node (not only a `[Rank N]` marker)."""
+    sighting = log.ranks.get(rank) if log is not None else None
+    return sighting is not None and not sighting.marker_only
+
+
+def _short(node: str) -> str:
+    return node.lower().partition(".")[0]
+
+
+@dataclass
+class _Batch:
+    nodes: tuple[str, ...]
+    selector: str
+    #: the selectors of the placement queries of the batch's nodes (each at most MAX_PLACEMENT_NODES)
+    placement: tuple[str, ...] = ()
+
+
+@dataclass
+class _Read:
+    """What the queries of one request gave, gathered on the caller's thread."""
+
+    lines: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # node -> (ts, line), as received
+    placed: dict[str, dict[int, str]] = field(default_factory=dict)  # node -> rank -> the host label value
+    cut: bool = False
+    lost: set[str] = field(default_factory=set)  # nodes a query of theirs failed for
+    late: set[str] = field(default_factory=set)  # nodes a query of theirs was unfinished at the deadline
+    errors: list[BaseException] = field(default_factory=list)
+    placement_failed: int = 0
+    unsendable: int = 0  # scope nodes whose names no LogQL string can carry (a lone surrogate): not asked for
+
+    def add(self, entries: list[Entry], fresh_only: bool = False) -> None:
+        """Keep `entries`; with `fresh_only`, those not already kept (a newest line may be one the filter kept)."""
+        for node, ts, line in entries:
+            kept = self.lines.setdefault(node, [])
+            if not fresh_only or (ts, line) not in kept:
+                kept.append((ts, line))
 
 
 @dataclass(frozen=True)
 class LokiJobLogSource:
-    """Reads job-log streams from Loki's `query_range`, backward from the window's end, bounded in bytes."""
+    """Reads the usable job-log lines from Loki (`query_range` and `query`), batch by batch, side by side."""
 
     url: str
     template: str
@@ -72,10 +205,63 @@ class LokiJobLogSource:
     max_pages: int = 10
     tenant: str | None = None
     limits: ReadLimits = ReadLimits()
+    concurrency: int = 8
+    max_url_bytes: int = MAX_URL_BYTES
+    max_last_lines: int = MAX_LAST_LINES
 
     @property
     def endpoint(self) -> str:
         return self.url.rstrip("/") + "/loki/api/v1/query_range"
+
+    @property
+    def instant_endpoint(self) -> str:
+        return self.url.rstrip("/") + "/loki/api/v1/query"
+
+    # ------------------------------------------------------------ planning
+
+    def plan(self, query: str, nodes: Sequence[str], seconds: int) -> list[_Batch]:
+        """The scope's nodes in batches of at most MAX_BATCH_NODES whose every query URL stays within
+        `max_url_bytes`, each split into placement batches of at most MAX_PLACEMENT_NODES."""
+        empty = with_matcher(query, host_matcher(self.host_label, []))
+        frame = _PARAMS_BYTES + max(
+            len(self.endpoint) + encoded_length(empty + signal_filter()),
+            len(self.instant_endpoint) + encoded_length(placement_query(empty, seconds, self.host_label)),
+        )
+        by_head: dict[str, list[str]] = {}
+        for node in nodes:
+            by_head.setdefault(_short(node), []).append(node)
+        groups: list[list[str]] = []  # heads of each batch
+        size = frame
+        count = 0
+        for head in sorted(by_head):
+            cost = encoded_length(go_escape(regex_escape(head))) + encoded_length("|")
+            if groups and groups[-1] and (size + cost > self.max_url_bytes
+                                          or count + len(by_head[head]) > MAX_BATCH_NODES):
+                groups.append([])
+                size, count = frame, 0
+            if not groups:
+                groups.append([])
+            groups[-1].append(head)
+            size += cost
+            count += len(by_head[head])
+        batches = []
+        for heads in groups:
+            placement: list[tuple[str, ...]] = [()]
+            placed = 0
+            for head in heads:
+                if placement[-1] and placed + len(by_head[head]) > MAX_PLACEMENT_NODES:
+                    placement.append(())
+                    placed = 0
+                placement[-1] += (head,)
+                placed += len(by_head[head])
+            batches.append(_Batch(
+                tuple(n for h in heads for n in by_head[h]),
+                with_matcher(query, host_matcher(self.host_label, heads)),
+                tuple(with_matcher(query, host_matcher(self.host_label, p)) for p in placement),
+            ))
+        return batches
+
+    # ------------------------------------------------------------ reading
 
     def read(
         self,
@@ -88,6 +274,10 @@ class LokiJobLogSource:
         query = build_job_query(self.template, request.workload_id, request.workload_context.attempt_index)
         if query is None:
             return JobLogs({}, ("the workload id cannot be put into the Loki job-log selector: no job logs were read",))
+        span = ns_span(window.start, window.end)
+        if span is None or not nodes:
+            return JobLogs({}, ())
+        start, end = span
         headers = {"Accept": "application/json"}
         if trace is not None:
             headers.update(trace.headers())
@@ -95,64 +285,214 @@ class LokiJobLogSource:
             headers["X-Scope-OrgID"] = self.tenant
         resolve = resolver(nodes)
         share = min(self.limits.node_bytes, max(1, self.limits.request_bytes // max(1, len(nodes))))
-        newest_first: dict[str, list[tuple[int, str]]] = {}
-        used: dict[str, int] = {}
-        total = 0
-        span = ns_span(window.start, window.end)
-        if span is None:
-            return JobLogs({}, ())
-        start, end = span
-        seen_at_end: set[tuple[str, int, str]] = set()
-        cut = False
-        with requests.Session() as session:
-            for page in range(self.max_pages + 1):
-                if page == self.max_pages:
-                    cut = True
-                    break
-                params: dict[str, str | int] = {
-                    "query": query,
-                    "start": start,
-                    "end": end,
-                    "limit": self.limit,
-                    "direction": "backward",
-                }
-                body = get_json(session, self.endpoint, headers, deadline, params, SOURCE)
-                entries, count = read_entries(body, self.host_label, SOURCE)
-                entries.reverse()  # newest first
-                fresh = 0
-                for host, ts, line in entries:
-                    if (host, ts, line) in seen_at_end:
+        seconds = (end - 1 - start) // 1_000_000_000 + 1  # the placement's range: the window, to the second above
+        sendable = [node for node in nodes if representable(node)]
+        batches = self.plan(query, sendable, seconds)
+        got = _Read(unsendable=len(nodes) - len(sendable))
+        pool = Pool(self.concurrency, until_for(deadline), "loki-job")
+        for b, batch in enumerate(batches):
+            pool.add(partial(self._signal_lines, batch, start, end, share, headers, resolve, deadline), ("lines", b))
+            pool.add(partial(self._headers, batch, start, end, headers, resolve, deadline), ("lines", b))
+            for selector in batch.placement:
+                pool.add(partial(self._placement, selector, end, seconds, headers, resolve, deadline), ("placement", b))
+        lines_waiting = [2] * len(batches)  # line queries of each batch not answered yet
+        placement_waiting = [len(batch.placement) for batch in batches]
+        wanted = set(request.scope.ranks)
+        logs: dict[str, NodeLog] = {}
+        failed_lines = 0
+        followed = 0
+        unplaced = 0
+        touched: set[str] = set()
+        for tag, result in pool.results():
+            kind, key = tag  # type: ignore[misc]
+            if kind == "last":
+                if isinstance(result, BaseException):
+                    unplaced += 1
+                else:
+                    got.add([(key, ts, line) for ts, line in result], fresh_only=True)  # type: ignore[union-attr]
+                    touched.add(key)
+                continue
+            batch = batches[key]
+            if isinstance(result, BaseException):
+                if kind == "placement":
+                    got.placement_failed += 1
+                    placement_waiting[key] -= 1
+                else:
+                    failed_lines += 1
+                    lines_waiting[key] -= 1
+                    (got.late if isinstance(result, NotFinished) else got.lost).update(batch.nodes)
+                    got.errors.append(result)
+            elif kind == "placement":
+                placement_waiting[key] -= 1
+                for node, rank, host in result:  # type: ignore[union-attr]
+                    got.placed.setdefault(node, {})[rank] = host
+            else:
+                entries, cut = result  # type: ignore[misc]
+                got.add(entries)
+                got.cut |= cut
+                lines_waiting[key] -= 1
+            if kind == "lines" and lines_waiting[key] == 0:  # parsed while other batches are still being read
+                logs.update(self._parse(batch.nodes, got, resolve))
+            if lines_waiting[key] == 0 and placement_waiting[key] == 0 and wanted:
+                lines_waiting[key] = -1  # this batch's follow-ups are asked for once
+                for node in batch.nodes:
+                    if node in got.lost or node in got.late:
                         continue
-                    fresh += 1
-                    node = resolve(host)
-                    if node is None or used.get(node, 0) >= share:
-                        continue
-                    line = line[:MAX_LINE_CHARS]
-                    size = len(line.encode("utf-8", "replace")) + 1
-                    used[node] = used.get(node, 0) + size
-                    total += size
-                    newest_first.setdefault(node, []).append((ts, line))
-                if count < self.limit or total >= self.limits.request_bytes:
-                    cut = count >= self.limit
-                    break
-                if fresh == 0 or not entries:
-                    break  # a whole page at one instant: no way further back
-                oldest = entries[-1][1]
-                seen_at_end = {e for e in entries if e[1] == oldest} | (seen_at_end if oldest + 1 == end else set())
-                end = oldest + 1
-                if len(used) == len(nodes) and all(v >= share for v in used.values()):
-                    cut = True
-                    break
+                    for rank, host in sorted(got.placed.get(node, {}).items()):
+                        if rank not in wanted or _prefixed(logs.get(node), rank):
+                            continue
+                        if followed >= self.max_last_lines:
+                            unplaced += 1
+                            continue
+                        followed += 1
+                        pool.add(partial(self._last_line, query, host, rank, start, end, headers, deadline),
+                                 ("last", node))
+        if batches and failed_lines == 2 * len(batches):
+            first = got.errors[0]
+            if isinstance(first, NotFinished):
+                raise ProviderTimeoutError(f"{SOURCE} did not answer in time")
+            raise first
+        logs.update(self._parse(sorted(touched), got, resolve))
+        return JobLogs(logs, self._notes(got, unplaced), tuple(n for n in nodes if n in got.late))
+
+    def _notes(self, got: _Read, unplaced: int) -> tuple[str, ...]:
+        notes = []
+        if got.cut:
+            notes.append("older job-log lines in Loki lie beyond the read bound and were not read")
+        if got.lost:
+            reasons = "; ".join(sorted({str(e) for e in got.errors if not isinstance(e, NotFinished)}))
+            notes.append(f"the job-log lines of {len(got.lost)} node(s) could not be read from Loki ({reasons})")
+        if got.late:
+            notes.append(f"the job-log lines of {len(got.late)} node(s) were not read from Loki before the deadline")
+        if got.unsendable:
+            notes.append(f"the job-log lines of {got.unsendable} node(s) whose names no Loki query can carry were "
+                         "not read")
+        if got.placement_failed:
+            notes.append(
+                f"{got.placement_failed} Loki quer(ies) asking where the ranks wrote failed: on their nodes only the "
+                "lines read place ranks"
+            )
+        if unplaced:
+            notes.append(f"the newest line of {unplaced} rank(s) placed by Loki was not read: those ranks are not "
+                         "placed")
+        return tuple(notes)
+
+    @staticmethod
+    def _parse(nodes: Sequence[str], got: _Read, resolve: NodeResolver) -> dict[str, NodeLog]:
         logs: dict[str, NodeLog] = {}
         for node in nodes:
-            lines = newest_first.get(node)
+            lines = got.lines.get(node)
             if not lines:
                 continue
             parser = NodeParser(node, resolve)
-            for ts, line in reversed(lines):
+            for ts, line in sorted(lines, key=lambda e: e[0]):  # stable: lines of one instant keep their order
                 parser.feed(f"{_stamp(ts)} {line}")
             logs[node] = parser.result()
-        notes = []
-        if cut:
-            notes.append("older job-log lines in Loki lie beyond the read bound and were not read")
-        return JobLogs(logs, tuple(notes))
+        return logs
+
+    # ------------------------------------------------------------ the queries (each on a thread of its own)
+
+    def _get(self, endpoint: str, params: dict[str, str | int], headers: dict[str, str], deadline: Deadline,
+             http: requests.Session | None = None) -> Any:
+        url = endpoint + "?" + urlencode(params, quote_via=quote)
+        if http is not None:
+            return get_json(http, url, headers, deadline, None, SOURCE)
+        with session(deadline) as own:
+            return get_json(own, url, headers, deadline, None, SOURCE)
+
+    def _signal_lines(
+        self, batch: _Batch, start: int, end: int, share: int, headers: dict[str, str], resolve: NodeResolver,
+        deadline: Deadline,
+    ) -> tuple[list[Entry], bool]:
+        """The batch's marker lines, newest first in pages, each node within `share` bytes; (entries, cut)."""
+        query = batch.selector + signal_filter()
+        with session(deadline) as http:  # one connection for the batch's pages
+            return self._pages(http, batch, query, start, end, share, headers, resolve, deadline)
+
+    def _pages(
+        self, http: requests.Session, batch: _Batch, query: str, start: int, end: int, share: int,
+        headers: dict[str, str], resolve: NodeResolver, deadline: Deadline,
+    ) -> tuple[list[Entry], bool]:
+        used: dict[str, int] = {}
+        out: list[Entry] = []
+        seen_at_end: set[tuple[str, int, str]] = set()
+        for _ in range(self.max_pages):
+            body = self._get(self.endpoint, {"query": query, "start": start, "end": end, "limit": self.limit,
+                                             "direction": "backward"}, headers, deadline, http)
+            entries, count = read_entries(body, self.host_label, SOURCE)
+            if count > self.limit:
+                raise ProviderProcessingError(
+                    f"{SOURCE} answered with more entries than the limit asked for", kind=SourceFailure.MALFORMED
+                )
+            entries.reverse()  # newest first
+            fresh = 0
+            nodes: dict[str, str | None] = {}
+            for host, ts, line in entries:
+                if (host, ts, line) in seen_at_end:
+                    continue
+                fresh += 1
+                node = nodes[host] if host in nodes else nodes.setdefault(host, resolve(host))
+                if node is None or used.get(node, 0) >= share:
+                    continue
+                line = line[:MAX_LINE_CHARS]
+                used[node] = used.get(node, 0) + len(line.encode("utf-8", "replace")) + 1
+                out.append((node, ts, line))
+            if count < self.limit:
+                return out[::-1], False
+            if fresh == 0 or not entries:
+                return out[::-1], True  # a whole page at one instant: no way further back
+            if len(used) == len(batch.nodes) and all(v >= share for v in used.values()):
+                return out[::-1], True
+            oldest = entries[-1][1]
+            seen_at_end = {e for e in entries if e[1] == oldest} | (seen_at_end if oldest + 1 == end else set())
+            end = oldest + 1
+        return out[::-1], True
+
+    def _headers(
+        self, batch: _Batch, start: int, end: int, headers: dict[str, str], resolve: NodeResolver,
+        deadline: Deadline,
+    ) -> tuple[list[Entry], bool]:
+        """The entry headers of torchelastic's summaries in the batch (a few a node): one page, the newest."""
+        body = self._get(self.endpoint, {"query": batch.selector + header_filter(), "start": start, "end": end,
+                                         "limit": self.limit, "direction": "backward"}, headers, deadline)
+        entries, count = read_entries(body, self.host_label, SOURCE)
+        out = [(node, ts, line[:MAX_LINE_CHARS]) for host, ts, line in entries if (node := resolve(host)) is not None]
+        return out, count >= self.limit
+
+    def _placement(
+        self, selector: str, end: int, seconds: int, headers: dict[str, str], resolve: NodeResolver,
+        deadline: Deadline,
+    ) -> list[tuple[str, int, str]]:
+        """(node, rank, host label value) of every rank with `[rankN]:` lines on a node `selector` selects."""
+        last = end - 1  # the window's last nanosecond: Loki counts over (time - range, time]
+        at = f"{last // 1_000_000_000}.{last % 1_000_000_000:09d}"
+        body = self._get(self.instant_endpoint, {"query": placement_query(selector, seconds, self.host_label),
+                                                 "time": at}, headers, deadline)
+        unreadable = ProviderProcessingError(f"{SOURCE} answered with an unreadable body", kind=SourceFailure.MALFORMED)
+        if not isinstance(body, dict) or body.get("status") != "success":
+            raise unreadable
+        data = body.get("data")
+        if not isinstance(data, dict) or data.get("resultType") != "vector" or not isinstance(data.get("result"), list):
+            raise unreadable
+        out = []
+        for series in data["result"]:
+            metric = series.get("metric") if isinstance(series, dict) else None
+            if not isinstance(metric, dict):
+                raise unreadable
+            host, rank = metric.get(self.host_label), metric.get(RANK_LABEL)
+            if not isinstance(host, str) or not isinstance(rank, str) or not rank.isdigit() or len(rank) > 9:
+                continue
+            node = resolve(host)
+            if node is not None:
+                out.append((node, int(rank), host))
+        return out
+
+    def _last_line(
+        self, query: str, host: str, rank: int, start: int, end: int, headers: dict[str, str], deadline: Deadline,
+    ) -> list[tuple[int, str]]:
+        """The newest `[rankN]:` line of one rank on one host in the window."""
+        selector = with_matcher(query, f"{self.host_label}={string(host)}")
+        body = self._get(self.endpoint, {"query": f"{selector} |= {string(f'[rank{rank}]:')}", "start": start,
+                                         "end": end, "limit": 1, "direction": "backward"}, headers, deadline)
+        entries, _ = read_entries(body, self.host_label, SOURCE)
+        return [(ts, line[:MAX_LINE_CHARS]) for _, ts, line in entries[-1:]]

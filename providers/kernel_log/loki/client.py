@@ -1,16 +1,26 @@
 """The one Loki client of the open provider: `GET /loki/api/v1/query_range` answers read within a deadline and a size
 bound, their entries, and Loki's nanosecond times. The kernel source, the job-log source and `check` all read Loki
 through it; each names itself in the errors (`source`).
+
+A Loki gateway that is busy answers 429 (rate limited) or 503, often with `Retry-After`. Each session made by
+`session(deadline)` sends such a query again (urllib3's `Retry` on the session's adapter): after the wait the
+gateway asks for, or a short backoff without one, at most `MAX_RETRIES` times, and never past the deadline: a wait
+that would end after it is not slept; the query fails at once with the gateway's status, saying so. Every socket
+wait (connect, each read) is bounded by the time left before the deadline when it starts, retries included.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timezone
 from typing import Any
 
 import requests
 import urllib3.exceptions
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
+from urllib3.util.timeout import Timeout
 
 from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, SourceFailure
 
@@ -32,6 +42,93 @@ def encoded_length(text: str) -> int:
 
 
 MAX_NS = 2**63 - 1
+
+#: statuses after which a query is sent again: Loki's rate limit (429) and an overloaded or restarting backend (503)
+RETRY_STATUSES = frozenset({429, 503})
+#: further attempts of one query at most
+MAX_RETRIES = 3
+#: the backoff without `Retry-After`: urllib3 sends the first retry at once, then waits 0.2 s, 0.4 s
+BACKOFF_FACTOR_S = 0.1
+#: a wait is slept only when it ends at least this long before the deadline (the retried query needs time too)
+RETRY_MARGIN_S = 0.05
+#: the smallest socket timeout given (a zero would mean "no timeout" to some callers)
+MIN_TIMEOUT_S = 0.001
+
+
+class RetryPastDeadline(Exception):
+    """The backend asked to wait longer than the deadline leaves: the query is not sent again."""
+
+    def __init__(self, status: int, wait_s: float) -> None:
+        super().__init__(f"HTTP {status}, retry after {wait_s:g} s")
+        self.status = status
+        self.wait_s = wait_s
+
+
+class DeadlineRetry(Retry):
+    """urllib3's `Retry` whose waits (`Retry-After` or backoff) never reach past a deadline."""
+
+    deadline: Deadline | None = None
+
+    def new(self, **kw: Any) -> DeadlineRetry:
+        retry = super().new(**kw)
+        retry.deadline = self.deadline
+        return retry
+
+    def sleep(self, response: Any = None) -> None:
+        wait = self.get_retry_after(response) if response is not None else None
+        if wait is None:
+            wait = self.get_backoff_time()
+        left = self.deadline.remaining() if self.deadline is not None else float("inf")
+        if wait + RETRY_MARGIN_S >= left:
+            raise RetryPastDeadline(getattr(response, "status", 0), wait)
+        if wait > 0:
+            time.sleep(wait)
+
+
+class DeadlineTimeout(Timeout):
+    """A socket timeout that is the time left before the deadline, computed when each wait starts (the same
+    object serves a query's retries, so a retry after a wait gets only what is left)."""
+
+    def __init__(self, deadline: Deadline) -> None:
+        super().__init__(connect=MIN_TIMEOUT_S, read=MIN_TIMEOUT_S)
+        self._deadline = deadline
+
+    def _left(self) -> float:
+        return max(MIN_TIMEOUT_S, self._deadline.remaining())
+
+    def clone(self) -> DeadlineTimeout:
+        return DeadlineTimeout(self._deadline)
+
+    @property
+    def connect_timeout(self) -> float:  # type: ignore[override]
+        return self._left()
+
+    @property
+    def read_timeout(self) -> float:  # type: ignore[override]
+        return self._left()
+
+
+def session(deadline: Deadline) -> requests.Session:
+    """A requests session whose queries are retried on 429 and 503 within `deadline` (see the module's text)."""
+    retry = DeadlineRetry(
+        total=MAX_RETRIES,
+        connect=0,
+        read=False,
+        redirect=0,
+        status=MAX_RETRIES,
+        other=0,
+        allowed_methods=frozenset({"GET"}),
+        status_forcelist=RETRY_STATUSES,
+        backoff_factor=BACKOFF_FACTOR_S,
+        raise_on_status=False,
+        respect_retry_after_header=True,
+    )
+    retry.deadline = deadline
+    out = requests.Session()
+    adapter = HTTPAdapter(max_retries=retry)
+    out.mount("http://", adapter)
+    out.mount("https://", adapter)
+    return out
 
 
 def _ns(value: datetime) -> int:
@@ -62,12 +159,18 @@ def get_json(
     if deadline.remaining() <= 0:
         raise ProviderTimeoutError(f"{source} did not answer in time")
     try:
-        with session.get(url, params=params, headers=headers, timeout=deadline.remaining(), stream=True) as response:
+        timeout = DeadlineTimeout(deadline)
+        with session.get(url, params=params, headers=headers, timeout=timeout, stream=True) as response:
             if response.status_code != 200:
                 raise ProviderProcessingError(
                     f"{source} answered HTTP {response.status_code}", kind=SourceFailure.UNREADABLE
                 )
             raw = _read_body(response, deadline, source)
+    except RetryPastDeadline as exc:
+        raise ProviderProcessingError(
+            f"{source} answered HTTP {exc.status} and asked to retry after {exc.wait_s:g} s, past the deadline",
+            kind=SourceFailure.UNREADABLE,
+        ) from exc
     except requests.Timeout as exc:
         raise ProviderTimeoutError(f"{source} did not answer in time") from exc
     except requests.RequestException as exc:

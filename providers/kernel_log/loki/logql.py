@@ -224,6 +224,63 @@ class SelectorTemplate:
         return self.prefix(q) + self.alternation(values, q) + self.suffix(q)
 
 
+def selector_end(query: str) -> int:
+    """The index of the `}` that closes the stream selector (the first `{...}`) of a query; TemplateError if none."""
+    depth = 0
+    i = 0
+    while i < len(query):
+        ch = query[i]
+        if ch in (DOUBLE, BACKTICK):
+            i = _string_end(query, i, "the query's strings must be closed") + 1
+            continue
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    raise TemplateError("the query has no stream selector {...}")
+
+
+def with_matcher(query: str, matcher: str) -> str:
+    """`query` with one more label matcher (such as `host=~"a|b"`) in its stream selector, after the others."""
+    end = selector_end(query)
+    head = query[:end].rstrip()
+    return head + ("" if head.endswith("{") else ", ") + matcher + query[end:]
+
+
+def string(value: str) -> str:
+    """`value` as a double-quoted LogQL string (every value can be written so, see `quote`)."""
+    return quote(value, DOUBLE)
+
+
+def literal_alternation(literals: Sequence[str]) -> str:
+    """An RE2 pattern matching any of `literals` as a substring: each escaped, joined by `|`.
+
+    Loki evaluates a `|~` whose pattern is an alternation of literals as that many substring searches, without a
+    regular expression engine (its line-filter simplification). Go's regexp parser, which reads the pattern first,
+    factors a prefix shared by neighbouring alternatives (`CUDA|Cuda` becomes `C(?:UDA|uda)`), a shape the older
+    simplification does not take apart: the literals are ordered so that no two neighbours share a first character.
+    """
+    groups: dict[str, list[str]] = {}
+    for literal in dict.fromkeys(literals):
+        if literal:
+            groups.setdefault(literal[0], []).append(literal)
+    ordered: list[str] = []
+    last = ""
+    while groups:
+        # the largest group whose first character differs from the last one placed (ties: the first seen)
+        key = max((k for k in groups if k != last), key=lambda k: len(groups[k]), default=None)
+        if key is None:
+            key = last  # only literals sharing the last first character are left: they must stand side by side
+        ordered.append(groups[key].pop(0))
+        if not groups[key]:
+            del groups[key]
+        last = key
+    return SEPARATOR.join(regex_escape(literal) for literal in ordered)
+
+
 def split_domain(value: str) -> tuple[str, str]:
     """(the name before its first dot, the rest from that dot on); the rest is empty for a name with no dot."""
     at = value.find(".")
@@ -232,6 +289,10 @@ def split_domain(value: str) -> tuple[str, str]:
 
 __all__ = [
     "SelectorTemplate",
+    "selector_end",
+    "with_matcher",
+    "string",
+    "literal_alternation",
     "split_domain",
     "TemplateError",
     "regex_escape",

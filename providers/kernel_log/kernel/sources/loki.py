@@ -8,20 +8,17 @@ sits behind is 8 KiB). The queries run side by side, at most `concurrency` at on
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import partial
 from urllib.parse import quote, urlencode
 
-import requests
-
 from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, SourceFailure, TraceContext
 from providers.kernel_log.kernel.collect import Collector
 from providers.kernel_log.kernel.parse import parse_line
-from providers.kernel_log.loki.client import SOURCE, encoded_length, get_json, ns_span, read_entries
-from providers.kernel_log.loki.fanout import NotFinished, fan_out
+from providers.kernel_log.loki.client import SOURCE, encoded_length, get_json, ns_span, read_entries, session
+from providers.kernel_log.loki.fanout import NotFinished, fan_out, until_for
 from providers.kernel_log.loki.logql import (
     GROUP_CLOSE,
     GROUP_OPEN,
@@ -38,10 +35,6 @@ PLACEHOLDER = "{hosts}"
 #: the longest query URL sent (scheme, host, path and the encoded query string)
 MAX_URL_BYTES = 8 * 1024
 DEFAULT_CONCURRENCY = 8
-#: the time kept between the last query answer taken and the deadline, for attribution and the reply: this share
-#: of the time left when the scan starts, at most RESERVE_MAX_S
-RESERVE_SHARE = 0.1
-RESERVE_MAX_S = 0.25
 MSG_TIMEOUT = f"{SOURCE} did not answer in time"
 MSG_UNREADABLE = f"{SOURCE} answered with an unreadable body"
 
@@ -179,8 +172,7 @@ class LokiSource:
             for node in plan.unsendable:
                 collector.mark_unreadable(node)
         calls = [partial(self._read_query, query, start, end, headers, collector, deadline) for query in plan.queries]
-        until = time.monotonic() + deadline.remaining() * (1 - RESERVE_SHARE)
-        until = max(until, deadline.expires_at - RESERVE_MAX_S)
+        until = until_for(deadline)
         failures: list[tuple[int, BaseException]] = []
         for index, result in fan_out(calls, self.concurrency, until, "loki-query"):
             if isinstance(result, BaseException):
@@ -222,9 +214,9 @@ class LokiSource:
         """Every in-scope entry one query finds in the window (pages forward), and whether the page limit cut it."""
         out: list[Entry] = []
         seen_at_start: set[tuple[str, int, str]] = set()
-        with requests.Session() as session:
+        with session(deadline) as http:
             for _ in range(self.max_pages):
-                body = get_json(session, self.query_url(query, start, end), headers, deadline)
+                body = get_json(http, self.query_url(query, start, end), headers, deadline)
                 entries, total = read_entries(body, self.host_label)
                 if total > self.limit:
                     raise ProviderProcessingError(
