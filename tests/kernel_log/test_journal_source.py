@@ -148,9 +148,15 @@ def test_the_reader_reads_every_entry_as_journalctl_does(fixture_journals: Path,
     assert len(files) == 18
     multi_line = 0
     for path in files:
-        ours = list(JournalReaderFile(str(path)).all_entries())
+        reader = JournalReaderFile(str(path))
+        ours = list(reader.all_entries())
         theirs = _journalctl_entries(path)
         assert len(ours) == len(theirs) > 0, path
+        assert reader.first() == ours[0] and reader.last() == ours[-1], path
+        for entry in ours:  # the entry just before any time, and the entries from it on, as journalctl orders them
+            earlier = [e for e in ours if e.realtime_usec < entry.realtime_usec]
+            assert reader.entry_before(entry.realtime_usec) == (earlier[-1] if earlier else None), path
+            assert list(reader.entries_from(entry.realtime_usec)) == ours[len(earlier) :], path
         for mine, doc in zip(ours, theirs, strict=True):
             assert mine.realtime_usec == int(doc["__REALTIME_TIMESTAMP"])
             assert mine.host == doc["_HOSTNAME"]

@@ -44,6 +44,9 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 ORDER_SLACK = timedelta(seconds=60)
 #: the deadline is looked at every this many entries
 CHECK_EVERY = 256
+#: entries sharing one time stepped over when looking for the entry before a time; past this many the entry
+#: before is not looked for (it only shows that the node's journal reaches back before the window)
+MAX_SAME_TIME = 4096
 #: a journal file, current, archived (`name@...journal`) or left dirty (`.journal~`)
 SUFFIXES = (".journal", ".journal~")
 #: what libsystemd and the reader raise for a file they cannot use
@@ -149,7 +152,9 @@ class JournalReaderFile:
     def entry_before(self, usec_at: int) -> Entry | None:
         """The last entry earlier than `usec_at`, or None."""
         self._reader.seek_realtime_usec(usec_at)
-        for _ in range(2):  # after a seek, libsystemd may first give the entry at the sought time itself
+        # After a seek, libsystemd's first step back gives the entry found at the sought time itself, and entries
+        # sharing that time come before the earlier one: step back past them (a bounded number of steps).
+        for _ in range(MAX_SAME_TIME + 1):
             found = self._reader.previous()
             if found is None:
                 return None
@@ -175,6 +180,12 @@ class JournalReaderFile:
     def last(self) -> Entry | None:
         self._reader.seek_tail()
         found = self._reader.previous()
+        # libsystemd 252 can stop one entry short of the tail here: step forward to the real last entry.
+        for _ in range(4):
+            after = self._reader.next()
+            if after is None:
+                break
+            found = after
         return None if found is None else entry_of(found.get_realtime_usec(), found.data)
 
     def all_entries(self) -> Iterator[Entry]:
