@@ -49,7 +49,13 @@ def fixture_journals(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def sample_journals(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _journals(journal_exports.SAMPLE_EXPORTS, tmp_path_factory.mktemp("sample-journals"))
+    """The sample journals, made by the command the samples ship (make-journals.sh), as the README runs it."""
+    folder = tmp_path_factory.mktemp("sample-journals")
+    script = journal_exports.SAMPLE_EXPORTS / "make-journals.sh"
+    done = subprocess.run(["sh", str(script), str(folder)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{folder}: 11 journal files\n"
+    return folder
 
 
 @pytest.fixture(scope="module")

@@ -180,7 +180,7 @@ class JournalReaderFile:
     def last(self) -> Entry | None:
         self._reader.seek_tail()
         found = self._reader.previous()
-        # libsystemd 252 can stop one entry short of the tail here: step forward to the real last entry.
+        # libsystemd can stop one entry short of the tail here: step forward to the real last entry.
         for _ in range(4):
             after = self._reader.next()
             if after is None:
