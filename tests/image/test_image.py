@@ -104,7 +104,7 @@ class Container:
         return _run(["podman", "exec", self.id, *args], check=False)
 
 
-def _start(image: str, env: dict[str, str]) -> Container:
+def _start(image: str, env: dict[str, str], volumes: tuple[str, ...] = ()) -> Container:
     port, metrics_port = free_port(), free_port()
     name = f"adapter-image-test-{uuid.uuid4().hex[:8]}"
     args = [
@@ -114,6 +114,8 @@ def _start(image: str, env: dict[str, str]) -> Container:
         "--publish", f"127.0.0.1:{port}:8000", "--publish", f"127.0.0.1:{metrics_port}:9464",
         "--volume", f"{ROOT / 'conf' / 'samples'}:{SAMPLES_IN_CONTAINER}:ro",
     ]  # fmt: skip
+    for volume in volumes:
+        args += ["--volume", volume]
     for key, value in env.items():
         args += ["--env", f"{key}={value}"]
     container_id = _run([*args, image]).stdout.strip()
@@ -225,6 +227,30 @@ def test_ports_are_published_on_loopback_only(container: Container) -> None:
         "8000/tcp": ["127.0.0.1"],
         "9464/tcp": ["127.0.0.1"],
     }
+
+
+def test_the_journal_source_reads_mounted_journal_files(image: str, tmp_path: Path) -> None:
+    # The sample journals, made by the samples' own command; read in the image by the pinned cysystemd wheel.
+    made = subprocess.run(
+        ["sh", str(ROOT / "conf" / "samples" / "journal" / "make-journals.sh"), str(tmp_path / "journal")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    for path in (tmp_path / "journal").iterdir():
+        path.chmod(0o644)  # the container's user is not the owner
+    env = {**SAMPLE_ENV, "ATTRIBUTION_KERNEL_LOG_SOURCE": "journal", "ATTRIBUTION_JOURNAL_DIR": "/journal"}
+    started = _start(image, env, (f"{tmp_path / 'journal'}:/journal:ro",))
+    try:
+        _wait_ready(started)
+        request, shown = _readme_example("### The local run")
+        body = requests.post(f"{started.base_url}/v1/attribution", json=request, timeout=15).json()
+        for finding in shown["attributions"]:
+            for evidence in finding["evidence"]:
+                evidence["source"] = "journal"
+        assert body["attributions"] == shown["attributions"]
+        assert body["unattributed_targets"] == [] and "error" not in body
+    finally:
+        _remove(started)
 
 
 def test_sigterm_stops_it_cleanly(image: str) -> None:
