@@ -4,8 +4,34 @@ first entry past `hi` of every file, by seeking the file's time index, and retur
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 
+from providers.base import Deadline
+from providers.kernel_log.kernel.collect import Collector
+from providers.kernel_log.kernel.sources import journal as journal_module
+from providers.kernel_log.kernel.sources.journal import JournalSource
+from providers.kernel_log.window import Window
 from tests.kernel_log.journals import usec
+
+
+def journal_source(files: list[str], scope: list[str], lo: datetime, hi: datetime) -> tuple[int, int]:
+    """The journal source itself (cysystemd, a reader per file), into a Collector as a request reads: the entries
+    it decodes are counted."""
+    decoded = [0]
+    real_entry_of = journal_module.entry_of
+
+    def counting(realtime: int, data: dict) -> journal_module.Entry:
+        decoded[0] += 1
+        return real_entry_of(realtime, data)
+
+    journal_module.entry_of = counting
+    try:
+        collector = Collector(scope, Window(lo, hi))
+        JournalSource(Path(files[0]).parent).scan(collector, Deadline.after_ms(600_000), None)
+        collector.finish()
+    finally:
+        journal_module.entry_of = real_entry_of
+    return decoded[0], len(collector.with_telemetry())
 
 
 def cysystemd_per_file(files: list[str], scope: list[str], lo: datetime, hi: datetime) -> tuple[int, int]:
@@ -60,6 +86,7 @@ def systemd_python_per_file(files: list[str], scope: list[str], lo: datetime, hi
 
 
 READERS = {
+    "the journal source (cysystemd, a reader per file)": journal_source,
     "cysystemd, a reader per file": cysystemd_per_file,
     "systemd-python, a reader per file with host matches": systemd_python_per_file,
 }
