@@ -273,11 +273,15 @@ def test_the_seed_request_through_the_app(sample_journals: Path):
 
 
 def test_archived_and_dirty_files_are_read_in_machine_id_folders(tmp_path: Path, sample_journals: Path):
+    # journald's own layout: <machine-id>/system.journal, archived system@...journal, a dirty file renamed ...~.
     folder = tmp_path / "4f1c0d1e9a8b4c7d8e2f3a4b5c6d7e8f"
     folder.mkdir()
-    current = sample_journals / "remote-worker-01.journal"
-    shutil.copyfile(current, folder / "system@00062f0e1a2b3c4d-0000000000000001-00062f0e1a2b3c4d.journal")
-    shutil.copyfile(sample_journals / "remote-worker-06.journal", folder / "system.journal~")
+    shutil.copyfile(sample_journals / "remote-worker-01.journal", folder / "system.journal")
+    shutil.copyfile(
+        sample_journals / "remote-worker-01@0000000000000001.journal",
+        folder / "system@00062f0e1a2b3c4d-0000000000000001-00062f0e1a2b3c4d.journal",
+    )
+    shutil.copyfile(sample_journals / "remote-worker-06.journal", folder / "user-1000@00062f0e1a2b3c4d-5e6f.journal~")
     (folder / "notes.txt").write_text("not a journal")
     outcome = _journal_provider(tmp_path).fast(make_request(["worker-01", "worker-06"]), deadline(), None)
     assert [(f.target.name, f.error_category) for f in outcome.attributions] == [
@@ -385,3 +389,53 @@ def test_entry_times_are_utc_microseconds(tmp_path: Path):
     )
     (finding,) = outcome.attributions
     assert finding.observed_at == exact
+
+
+def _rotation(folder: Path, rotated_at: datetime, xid_at: datetime) -> None:
+    """A node's journal rotated twice, as journal-remote archives it: three files of one entry a minute, the last
+    rotation at `rotated_at`, an Xid at `xid_at`."""
+    xid = "NVRM: Xid (PCI:0000:07:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+    cuts = [DETECTED - timedelta(days=3), DETECTED - timedelta(days=2), rotated_at, DETECTED + timedelta(hours=1)]
+    names = ["remote-gpu-1@0001-0000000000000001-0000000000000001.journal",
+             "remote-gpu-1@0001-0000000000000b41-0000000000000002.journal", "remote-gpu-1.journal"]  # fmt: skip
+    for name, start, end in zip(names, cuts, cuts[1:], strict=False):
+        minutes = int((end - start).total_seconds() // 60)
+        entries = [(start + timedelta(minutes=k), {"_HOSTNAME": "gpu-1", "_TRANSPORT": "kernel", "MESSAGE": f"n {k}"})
+                   for k in range(minutes)]  # fmt: skip
+        if start <= xid_at < end:
+            entries.append((xid_at, {"_HOSTNAME": "gpu-1", "_TRANSPORT": "kernel", "MESSAGE": xid}))
+        write_journal(export_text(sorted(entries, key=lambda e: e[0])), folder / name)
+
+
+@pytest.mark.parametrize(
+    ("rotated_before", "opened"),
+    [
+        (timedelta(minutes=30), ["remote-gpu-1.journal"]),  # the current file starts before the window
+        (timedelta(minutes=5), ["remote-gpu-1.journal", "remote-gpu-1@0001-0000000000000b41-0000000000000002.journal"]),
+    ],
+)
+def test_older_files_of_a_rotation_are_not_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rotated_before: timedelta, opened: list[str]
+):
+    _rotation(tmp_path, DETECTED - rotated_before, DETECTED - timedelta(minutes=10))
+    seen: list[str] = []
+    real = journal_module.JournalReaderFile
+
+    def counting(path: str) -> JournalReaderFile:
+        seen.append(Path(path).name)
+        return real(path)
+
+    monkeypatch.setattr(journal_module, "JournalReaderFile", counting)
+    outcome = _journal_provider(tmp_path).fast(make_request(["gpu-1"]), deadline(), None)
+    assert [(f.target.name, f.error_category) for f in outcome.attributions] == [("gpu-1", "gpu_off_bus")]
+    assert sorted(seen) == sorted(opened)
+
+
+def test_a_quiet_node_across_a_rotation_has_telemetry(tmp_path: Path):
+    # The current file starts inside the window and holds nothing then; the archived one reaches back before it: the
+    # node's journal spans the window, so it is unattributed, not without telemetry.
+    _rotation(tmp_path, DETECTED - timedelta(minutes=5), DETECTED - timedelta(days=1))
+    outcome = _journal_provider(tmp_path, ATTRIBUTION_KERNEL_LOG_LOOKBACK_SECONDS="60").fast(
+        make_request(["gpu-1"]), deadline(), None
+    )
+    assert outcome.attributions == () and [t.name for t in outcome.unattributed_targets] == ["gpu-1"]

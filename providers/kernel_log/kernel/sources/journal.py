@@ -11,15 +11,18 @@ with `SYSLOG_IDENTIFIER=kernel` and no transport) or `_COMM`, exactly as `journa
 files source. A multi-line message stays one entry and becomes one record with its lines.
 
 Files are the directory's `*.journal` (current), `*@*.journal` (archived by rotation) and `*.journal~` (left dirty,
-renamed by journald), at its top and one folder down (journald's `<machine-id>/`, journal-remote's `remote/`). A file
-that cannot be opened or read (corrupt, truncated, not a journal) is skipped with a warning naming it; the others
-are read.
+renamed by journald), at its top and one folder down (journald's `<machine-id>/`, journal-remote's `remote/`). A
+rotation group (a node's current file and its archived ones) is read as the files source reads rotated files: newest
+first, by the first entry's time in each file's header, down to the first file that starts before the window; the
+older ones are not opened. A file that cannot be opened or read (corrupt, truncated, not a journal) is skipped with
+a warning naming it; the others are read.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -53,10 +56,65 @@ SUFFIXES = (".journal", ".journal~")
 READ_ERRORS = (OSError, SystemError, ValueError, RuntimeError)
 
 
+#: a journal file's header (systemd's "Journal File Format"): the signature, and the realtime of its first and last
+#: entries (little-endian, microseconds) at byte 184
+SIGNATURE = b"LPKSHHRH"
+_HEAD_TAIL = struct.Struct("<QQ")
+_HEAD_TAIL_AT = 184
+
+
 @dataclass(frozen=True)
 class JournalFile:
     path: str
     origin: str  # the path relative to the directory, as warnings and evidence name it
+
+    @property
+    def group(self) -> str:
+        """Its rotation group: the folder and the name before `@` (archived, dirty) or the suffix
+        (`remote-gpu-1@...journal` and `remote-gpu-1.journal` are one node's files; `system@...journal~` and
+        `system.journal` journald's)."""
+        folder, _, name = self.origin.rpartition("/")
+        base = name.partition("@")[0] if "@" in name else name.removesuffix("~").removesuffix(".journal")
+        return f"{folder}/{base}"
+
+
+def header_times(path: str) -> tuple[int, int] | None:
+    """(first, last) entry realtime of a journal file from its header, in µs; None when the header cannot be read,
+    is not a journal's, or the file holds no entry (the file is then opened by libsystemd, which says why)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        data = os.pread(fd, _HEAD_TAIL_AT + _HEAD_TAIL.size, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) < _HEAD_TAIL_AT + _HEAD_TAIL.size or data[:8] != SIGNATURE:
+        return None
+    head, tail = _HEAD_TAIL.unpack_from(data, _HEAD_TAIL_AT)
+    return (head, tail) if head and tail else None
+
+
+def reading_order(files: list[JournalFile], lo: int) -> list[JournalFile]:
+    """The files to open, as the files source reads a rotation: in each rotation group newest first (by the first
+    entry's time in the header), down to the first file that starts at or before `lo` (it holds the entry before the
+    window); older files hold nothing later and are not opened. A file whose header gives no times is opened."""
+    groups: dict[str, list[tuple[int, JournalFile]]] = {}
+    order: list[JournalFile] = []
+    for journal in files:
+        times = header_times(journal.path)
+        if times is None:
+            order.append(journal)
+        else:
+            groups.setdefault(journal.group, []).append((times[0], journal))
+    for members in groups.values():
+        for head, journal in sorted(members, key=lambda m: m[0], reverse=True):
+            order.append(journal)
+            if head <= lo:
+                break
+    return sorted(order, key=lambda j: j.origin)
 
 
 @dataclass(frozen=True)
@@ -227,7 +285,7 @@ class JournalSource:
             ) from exc
         lo = usec(max(collector.window.start - ORDER_SLACK, EPOCH))
         hi = collector.window.end + ORDER_SLACK
-        for journal in files:
+        for journal in reading_order(files, lo):
             _check(deadline)
             try:
                 self._read(journal, collector, lo, hi, deadline)
