@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint openapi run docs load-long fuzz-deep bench clean
+.PHONY: venv test lint openapi run docs load-long fuzz-deep bench clean image image-test
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@echo "make: installing requirements-dev.txt into $(VENV) (the first time only; pip shows each package)"
@@ -71,3 +71,27 @@ bench: $(STAMP)
 	$(PY) bench/kernel_log_scan.py
 	$(PY) bench/hostile.py
 	$(PY) bench/loki_scope.py
+
+## image: build the Dockerfile as $(IMAGE) with docker where its engine runs, else with buildah (BUILDER=buildah or
+## BUILDER=docker to choose). PYTHON_IMAGE=<image> builds on another base than the pinned default (a mirror of it).
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' app/__init__.py)
+IMAGE ?= attribution-adapter:$(VERSION)
+PYTHON_IMAGE ?=
+BUILDER ?=
+IMAGE_ARGS := $(if $(PYTHON_IMAGE),--build-arg PYTHON_IMAGE=$(PYTHON_IMAGE))
+
+image:
+	@builder="$(BUILDER)"; \
+	if [ -z "$$builder" ]; then \
+	    if docker info >/dev/null 2>&1; then builder=docker; elif command -v buildah >/dev/null 2>&1; then builder=buildah; fi; \
+	fi; \
+	case "$$builder" in \
+	    docker) set -x; docker build $(IMAGE_ARGS) -t $(IMAGE) . ;; \
+	    buildah) set -x; buildah bud --layers $(IMAGE_ARGS) -t $(IMAGE) . ;; \
+	    *) echo "make image: no running docker engine and no buildah (Debian: apt-get install buildah)" >&2; exit 1 ;; \
+	esac
+
+## image-test: build the image on a local debootstrap base with buildah and run it with podman, read-only, as its
+## user (tests/image). Needs root, buildah, podman, runc and debootstrap (.ci/run installs them).
+image-test: $(STAMP)
+	ATTRIBUTION_IMAGE_TEST=1 $(PY) -m pytest -q -W error tests/image

@@ -26,7 +26,7 @@ from providers.base import ProviderConstructionError
 ROOT = Path(__file__).resolve().parent.parent
 KUSTOMIZE_DIR = ROOT / "deploy" / "kubernetes"
 BASE = KUSTOMIZE_DIR / "base"
-OVERLAYS = ("kernel-log-files", "kernel-log-loki", "fact")
+OVERLAYS = ("kernel-log-files", "kernel-log-loki", "kernel-log-journal", "fact")
 SAMPLES = ROOT / "conf" / "samples"
 BASE_IMAGE = "registry.example.invalid/attribution-adapter:0.1.0"
 
@@ -191,7 +191,11 @@ def test_the_overlay_chooses_its_provider_through_the_configmap(overlay: str, do
     assert _container(docs)["envFrom"] == [{"configMapRef": {"name": configmap["metadata"]["name"]}}]
     assert set(configmap["data"]) >= {"ATTRIBUTION_PROVIDER"}
     assert all(key.startswith("ATTRIBUTION_") for key in configmap["data"])
-    expected = {"kernel-log-files": ("kernel_log", "files"), "kernel-log-loki": ("kernel_log", "loki")}
+    expected = {
+        "kernel-log-files": ("kernel_log", "files"),
+        "kernel-log-loki": ("kernel_log", "loki"),
+        "kernel-log-journal": ("kernel_log", "journal"),
+    }
     provider, source = expected.get(overlay, ("fact", None))
     assert env["ATTRIBUTION_PROVIDER"] == provider
     assert env.get("ATTRIBUTION_KERNEL_LOG_SOURCE") == source
@@ -227,6 +231,28 @@ def test_kernel_log_files_reads_both_trees_from_a_read_only_volume_laid_out_as_t
         options[setting] = str(SAMPLES / sample)
     provider = load_provider(options["ATTRIBUTION_PROVIDER"], Settings.from_env(options).options)
     assert provider.name == "kernel_log"
+
+
+def test_kernel_log_journal_reads_journal_files_from_a_read_only_volume(tmp_path: Path):
+    docs = _objects(KUSTOMIZE_DIR / "overlays" / "kernel-log-journal")
+    env = _environment(docs)
+    pod = _pod_spec(docs)
+    container = _container(docs)
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] != "/tmp"]
+    assert mount["readOnly"] is True
+    claim = volumes[mount["name"]]["persistentVolumeClaim"]
+    assert claim["readOnly"] is True
+    pvc = _one(docs, "PersistentVolumeClaim")
+    assert pvc["metadata"]["name"] == claim["claimName"]
+    assert pvc["spec"]["accessModes"] == ["ReadOnlyMany"]
+    assert Path(env["ATTRIBUTION_JOURNAL_DIR"]) == Path(mount["mountPath"])
+    # With journal files on the volume, as systemd-journal-remote writes them, the provider builds as at boot.
+    (tmp_path / "remote-worker-01.journal").write_bytes(b"")
+    options = {**env, "ATTRIBUTION_JOURNAL_DIR": str(tmp_path)}
+    provider = load_provider(options["ATTRIBUTION_PROVIDER"], Settings.from_env(options).options)
+    assert provider.name == "kernel_log"
+    assert type(provider.settings.source).__name__ == "JournalSource"
 
 
 def test_kernel_log_loki_builds_and_may_reach_loki_only():

@@ -1,7 +1,8 @@
 """`check` for the open provider: each signal's own check, walked in turn, and one report.
 
-Each signal checks what it would read, the way its reader reads it (`kernel/check.py` and `kernel/check_loki.py`,
-`dcgm/check.py`, `joblog/check.py`), with the shared checker and bounded readers (`checking.py`, `reading.py`).
+Each signal checks what it would read, the way its reader reads it (`kernel/check.py`, `kernel/check_loki.py` and
+`kernel/check_journal.py`, `dcgm/check.py`, `joblog/check.py`), with the shared checker and bounded readers
+(`checking.py`, `reading.py`).
 It only reads, and every read is bounded. Nothing here is used when answering requests.
 """
 
@@ -18,8 +19,10 @@ from providers.kernel_log.joblog.check import check_job_logs
 from providers.kernel_log.joblog.loki import LokiJobLogSource
 from providers.kernel_log.joblog.source import FileJobLogSource
 from providers.kernel_log.kernel.check import check_files
+from providers.kernel_log.kernel.check_journal import check_journals
 from providers.kernel_log.kernel.check_loki import check_loki
 from providers.kernel_log.kernel.sources.files import FileSource
+from providers.kernel_log.kernel.sources.journal import JournalSource
 from providers.kernel_log.kernel.sources.loki import LokiSource
 
 
@@ -33,6 +36,8 @@ def check(
         details["kernel_logs"] = check_files(c, source)
     elif isinstance(source, LokiSource):
         details["kernel_logs"] = check_loki(c, source)
+    elif isinstance(source, JournalSource):
+        details["kernel_logs"] = check_journals(c, source)
     else:
         c.text.append(f"kernel logs: a {type(source).__name__} source, which check does not know")
         details["kernel_logs"] = None

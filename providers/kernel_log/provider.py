@@ -28,6 +28,7 @@ from providers.kernel_log.kernel.collect import Collector
 from providers.kernel_log.kernel.rules import attribute
 from providers.kernel_log.kernel.sources.facts import Proof
 from providers.kernel_log.kernel.sources.files import FileSource
+from providers.kernel_log.kernel.sources.journal import JournalSource
 from providers.kernel_log.merge import merge, oom_kills
 from providers.kernel_log.settings import Settings, parse_settings
 from providers.kernel_log.window import Window, fast_window
@@ -92,7 +93,7 @@ class KernelLogProvider(Provider):
         self.settings = settings
         # Local files (and epilog files) are read with a deadline check between reads: the call keeps the deadline
         # and runs in the request's thread. Loki is a network backend: its calls go through the Adapter's pool.
-        self.keeps_deadline = isinstance(settings.source, FileSource)
+        self.keeps_deadline = isinstance(settings.source, (FileSource, JournalSource))
         # A fast answer over local files alone is kept while the files it read stay unchanged (answers.py); one
         # with job logs beside them is not (their files are not in the proof).
         self._answers: AnswerCache | None = None

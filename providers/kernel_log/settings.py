@@ -21,12 +21,13 @@ from providers.kernel_log.joblog.loki import LokiJobLogSource, template_problem
 from providers.kernel_log.joblog.source import FileJobLogSource, JobLogSource
 from providers.kernel_log.kernel.sources import LogSource
 from providers.kernel_log.kernel.sources.files import DEFAULT_COMBINED, FileSource
+from providers.kernel_log.kernel.sources.journal import JournalSource
 from providers.kernel_log.kernel.sources.loki import DEFAULT_CONCURRENCY, DEFAULT_SELECTOR, LokiSource
 from providers.kernel_log.loki.logql import TemplateError
 from providers.settings import Setting, SettingError
 
 SOURCE = Setting(
-    "ATTRIBUTION_KERNEL_LOG_SOURCE", "`files` or `loki`", unset="(required for `kernel_log`)"
+    "ATTRIBUTION_KERNEL_LOG_SOURCE", "`files`, `loki` or `journal`", unset="(required for `kernel_log`)"
 )
 KERNEL_LOG_DIR = Setting(
     "ATTRIBUTION_KERNEL_LOG_DIR",
@@ -35,6 +36,12 @@ KERNEL_LOG_DIR = Setting(
 )
 COMBINED_FILES = Setting(
     "ATTRIBUTION_KERNEL_LOG_COMBINED_FILES", "file names that hold many hosts", ",".join(DEFAULT_COMBINED)
+)
+JOURNAL_DIR = Setting(
+    "ATTRIBUTION_JOURNAL_DIR",
+    "directory of systemd journal files (`*.journal`, archived `*@*.journal`, `*.journal~`), at its top and one "
+    "folder down, as journald or `systemd-journal-remote --split-mode=host` writes them",
+    unset="(required for `journal`)",
 )
 LOOKBACK = Setting(
     "ATTRIBUTION_KERNEL_LOG_LOOKBACK_SECONDS", "the `fast` window starts this long before `detected_at`", 900, 1, 86400
@@ -104,6 +111,7 @@ SETTINGS: tuple[Setting, ...] = (
     SOURCE,
     KERNEL_LOG_DIR,
     COMBINED_FILES,
+    JOURNAL_DIR,
     LOOKBACK,
     GRACE,
     MAX_EVIDENCE_SETTING,
@@ -121,7 +129,7 @@ SETTINGS: tuple[Setting, ...] = (
     JOB_LOG_MAX_REQUEST_BYTES,
     EPILOG_DIR,
 )
-_PREFIXES = ("ATTRIBUTION_KERNEL_LOG_", "ATTRIBUTION_LOKI_", "ATTRIBUTION_JOB_LOG_")
+_PREFIXES = ("ATTRIBUTION_KERNEL_LOG_", "ATTRIBUTION_LOKI_", "ATTRIBUTION_JOB_LOG_", "ATTRIBUTION_JOURNAL_")
 _KNOWN = frozenset(s.name for s in SETTINGS)
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
@@ -193,7 +201,9 @@ def parse_settings(options: Mapping[str, str]) -> Settings:
             raise ProviderConstructionError(f"{name} is not a kernel_log setting (a typo?)")
     kind = SOURCE.text(options)
     if kind is None:
-        raise ProviderConstructionError("ATTRIBUTION_KERNEL_LOG_SOURCE is not set: choose 'files' or 'loki'")
+        raise ProviderConstructionError(
+            "ATTRIBUTION_KERNEL_LOG_SOURCE is not set: choose 'files', 'loki' or 'journal'"
+        )
     source: LogSource
     if kind == "files":
         root = _directory(options, KERNEL_LOG_DIR)
@@ -217,8 +227,12 @@ def parse_settings(options: Mapping[str, str]) -> Settings:
             source = LokiSource(url, selector=selector, **_paging(options), concurrency=_int(options, LOKI_CONCURRENCY))
         except TemplateError as exc:
             raise ProviderConstructionError(f"ATTRIBUTION_LOKI_SELECTOR={selector!r} cannot be used: {exc}") from exc
+    elif kind == "journal":
+        source = JournalSource(_directory(options, JOURNAL_DIR))
     else:
-        raise ProviderConstructionError(f"ATTRIBUTION_KERNEL_LOG_SOURCE={kind!r} is unknown: choose 'files' or 'loki'")
+        raise ProviderConstructionError(
+            f"ATTRIBUTION_KERNEL_LOG_SOURCE={kind!r} is unknown: choose 'files', 'loki' or 'journal'"
+        )
     epilog_dir = None
     if EPILOG_DIR.text(options) is not None:
         epilog_dir = _directory(options, EPILOG_DIR)
