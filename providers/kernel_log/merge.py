@@ -53,6 +53,13 @@ def merge(
                 when = whole.observed_at or job.detected_at
                 findings = [Finding(AllJobResources(), whole.category, when, whole.evidence[:max_evidence])]
     named = {f.target.name for f in findings if isinstance(f.target, NodeTarget)}
+    if job is not None:
+        notes.extend(_unsettled_notes(job, named))
+        if not findings and job.conclusions.silence:
+            notes.append(
+                f"the job logs of {job.conclusions.silence} node(s) were read and no failure signal in them was "
+                "understood"
+            )
     if kernel.truncated:
         # Part of the window was never read, so a node without a finding was not fully looked at.
         notes.insert(0, "the kernel log window was only partly read (Loki page limit reached)")
@@ -65,6 +72,16 @@ def merge(
     if missing:
         notes.insert(0, missing_message(missing, len(nodes), "kernel log lines"))
     return outcome(findings, unattributed, notes)
+
+
+def _unsettled_notes(job: JobLogResult, named: set[str]) -> list[str]:
+    """For each node whose job log holds an ambiguous signal and that no finding names: no kernel event settled it."""
+    return [
+        f"{node}: its job log holds {', '.join(ids)}, which name no node without the node's own kernel event, and "
+        "its kernel log shows none in the window"
+        for node, ids in job.conclusions.unsettled.items()
+        if node not in named
+    ]
 
 
 def _bounded(first: Sequence[Evidence], then: Sequence[Evidence], limit: int) -> tuple[Evidence, ...]:
