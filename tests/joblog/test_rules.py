@@ -291,14 +291,25 @@ def test_other_failures_place_ranks_but_conclude_nothing() -> None:
 # ---------------------------------------------------------------- NCCL network errors
 
 
-def test_nccl_network_errors_name_the_reporting_node_and_the_peer() -> None:
+def test_an_infiniband_completion_error_names_no_node_by_itself() -> None:
+    # Status 12 (retry exceeded) means the two NICs could not talk: per NCCL's maintainers as often a GID index,
+    # routing or RoCE setting as a link (nccl#1170, pytorch#81628), and a path has two ends.
     out = _conclude({"kp-ddp-worker-0": fx.NCCL_1405_IB})
-    (finding,) = out.nodes
-    assert (finding.node, finding.category) == ("kp-ddp-worker-0", "network")
-    assert _texts(finding)[:3] == [
-        "NCCL on kp-ddp-worker-0 reported an InfiniBand work completion with an error status",
-        "the line names the peer 10.216.210.236<54862> (not matched to a scope node), status 12",
-        fx.NCCL_1405_IB[0],
+    assert out.nodes == () and out.job is None
+    assert (
+        "kp-ddp-worker-0: NCCL reported an InfiniBand work completion with an error status (ambiguous): it names no "
+        "node by itself"
+    ) in out.notes
+    assert out.unsettled == {"kp-ddp-worker-0": ("nccl_ib_completion_error",)}
+    assert fx.NCCL_1405_IB[0] in [e.message for e in out.context["kp-ddp-worker-0"]]
+
+
+def test_an_infiniband_port_event_of_the_nodes_own_device_names_it() -> None:
+    host = "container-e275-1553839402050-12124-01-000057"
+    out = _conclude({"gpu-1": [fx.NCCL_905_PORT_ERROR], host: [fx.NCCL_230_CATASTROPHIC]}, scope=["gpu-1", host])
+    assert [(f.node, f.category) for f in out.nodes] == [("gpu-1", "network"), (host, "network")]
+    assert _texts(out.nodes[0]) == [
+        "NCCL on gpu-1 reported an InfiniBand port error or fatal device event", fx.NCCL_905_PORT_ERROR
     ]
 
 
@@ -360,11 +371,12 @@ def test_a_cuda_error_nvidia_gives_no_cause_for_is_context_only() -> None:
 
 
 def test_evidence_is_bounded_distinct_events_first() -> None:
-    repeated = list(fx.NCCL_928_IB[:1]) * 50 + list(fx.NCCL_1405_IB)
+    repeated = [fx.JADE_194_ECC[0]] * 50 + [fx.NNUNET_1519_NVLINK]
     out = _conclude({"h": repeated}, max_evidence=3)
     texts = _texts(out.nodes[0])
-    assert len(texts) == 3 and texts[2] == fx.NCCL_928_IB[0]
-    full = _conclude({"h": [*fx.NCCL_928_IB, *fx.NCCL_1405_IB]})
+    assert len(texts) == 3 and texts[1] == fx.JADE_194_ECC[0]
+    assert texts[2].startswith("a process on h reported cudaErrorNvlinkUncorrectable")  # not a repeat of the ECC line
+    full = _conclude({"h": [*fx.JADE_194_ECC, fx.NNUNET_1519_NVLINK, fx.NCCL_905_PORT_ERROR] * 3})
     messages = _texts(full.nodes[0])
     assert len(messages) == len(set(messages)) <= MAX_EVIDENCE
     with pytest.raises(ValueError):

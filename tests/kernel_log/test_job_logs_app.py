@@ -201,13 +201,12 @@ def test_a_non_zero_exit_beside_the_nodes_own_kernel_event_is_that_events_findin
 # ---------------------------------------------------------------- NCCL network and CUDA errors
 
 
-def test_nccl_network_errors_name_the_reporting_node_and_the_peer_in_evidence(tmp_path: Path) -> None:
+def test_nccl_network_errors_name_no_node_unless_the_nodes_own_port_failed(tmp_path: Path) -> None:
     body = _ask(tmp_path, ["kp-ddp-worker-0", "kp-ddp-worker-1"], {"kp-ddp-worker-0": fx.NCCL_1405_IB})
-    assert _findings(body) == [("kp-ddp-worker-0", "network")]
-    assert "the line names the peer 10.216.210.236<54862> (not matched to a scope node), status 12" in _texts(
-        body["attributions"][0]
-    )
-    assert _unattributed(body) == ["kp-ddp-worker-1"]
+    assert body["attributions"] == [] and _unattributed(body) == ["kp-ddp-worker-0", "kp-ddp-worker-1"]
+    assert "kp-ddp-worker-0: its job log holds nccl_ib_completion_error" in body["error"]["message"]
+    port = _ask(tmp_path / "port", ["gpu-1", "gpu-2"], {"gpu-1": [fx.NCCL_905_PORT_ERROR]})
+    assert _findings(port) == [("gpu-1", "network")] and _unattributed(port) == ["gpu-2"]
 
 
 def test_a_cuda_hardware_error_points_at_the_node_a_programming_error_at_the_application(tmp_path: Path) -> None:
@@ -303,7 +302,7 @@ def test_no_job_log_text_reaches_the_services_own_logs(tmp_path: Path, caplog: p
     folder.mkdir(parents=True)
     (folder / "gpu-1.log.1.gz").write_bytes(b"not gzip at all " + fx.JADE_194_ECC[0].encode())  # corrupt
     with caplog.at_level(logging.DEBUG):
-        body = _ask(tmp_path, ["gpu-1"], {"gpu-1": [fx.NCCL_1405_IB[0]]})
+        body = _ask(tmp_path, ["gpu-1"], {"gpu-1": [fx.NCCL_905_PORT_ERROR]})
     assert _findings(body) == [("gpu-1", "network")]
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "skipped job-log file job-1/0/gpu-1.log.1.gz" in logged

@@ -261,8 +261,8 @@ _NETWORK_WORDS = {
 }
 
 
-#: NCCL network warnings that are a sign of the reporting node's own link (its InfiniBand queue pair or port)
-_LINK_KINDS = frozenset({NetworkKind.IB_COMPLETION, NetworkKind.ASYNC_EVENT})
+#: NCCL network warnings that are a sign of the reporting node's own device: its InfiniBand port or device failed
+_LINK_KINDS = frozenset({NetworkKind.ASYNC_EVENT})
 
 
 def _network(work: Work) -> None:
