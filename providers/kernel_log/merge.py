@@ -78,7 +78,7 @@ def _unsettled_notes(job: JobLogResult, named: set[str]) -> list[str]:
     """For each node whose job log holds an ambiguous signal and that no finding names: no kernel event settled it."""
     return [
         f"{node}: its job log holds {', '.join(ids)}, which name no node without the node's own kernel event, and "
-        "its kernel log shows none in the window"
+        "no kernel event of the node in the window names it"
         for node, ids in job.conclusions.unsettled.items()
         if node not in named
     ]

@@ -244,6 +244,35 @@ def test_a_kernel_finding_on_one_node_leaves_other_nodes_symptoms_out(tmp_path: 
     assert _unattributed(body) == ["node-b"]
 
 
+def test_an_ambiguous_cuda_error_is_settled_by_the_nodes_kernel_event_in_the_window(tmp_path: Path) -> None:
+    # bigscience tr11-176B chronicles, 2022-03-21: "CUDA error: unknown error" when one of the GPUs crashed. NVIDIA
+    # names no cause for it: with the node's Xid 79 in the window the event decides, the job-log line beside it.
+    unknown = "[default3]:  what():  CUDA error: unknown error"
+    kernel_line = rsyslog(later(-30), "node-a", xid(79, rest="pid='<unknown>', name=<unknown>, GPU has fallen off "
+                                                         "the bus."))
+    body = _ask(tmp_path, ["node-a", "node-b"], {"node-a": [unknown], "node-b": []}, kernel={"node-a": [kernel_line]})
+    assert _findings(body) == [("node-a", "gpu_off_bus")]
+    assert unknown in _texts(body["attributions"][0])
+    # Without the event it names no node, and the answer says which node holds it.
+    alone = _ask(tmp_path / "alone", ["node-a", "node-b"], {"node-a": [unknown], "node-b": []})
+    assert alone["attributions"] == []
+    assert "node-a: its job log holds cudaErrorUnknown, which name no node without the node's own kernel event" in (
+        alone["error"]["message"]
+    )
+
+
+def test_job_logs_read_and_not_understood_are_said(tmp_path: Path) -> None:
+    # bigscience tr11-176B chronicles, 2022-04-30: the run hung in eval with no error line at all.
+    lines = [
+        "[default7]:valid loss at iteration 45000 | lm loss value: 2.327091E+00 | lm loss PPL: 1.024808E+01 |",
+    ]
+    body = _ask(tmp_path, ["node-a", "node-b"], {"node-a": lines, "node-b": []})
+    assert body["attributions"] == []
+    assert body["error"]["message"].endswith(
+        "the job logs of 1 node(s) were read and no failure signal in them was understood"
+    )
+
+
 def test_a_kernel_job_event_and_a_job_log_job_conclusion_make_one_job_finding(tmp_path: Path) -> None:
     # Xid 13 points at the application; the job log shows an illegal memory access (flux#40).
     kernel_line = rsyslog(later(-30), "gpu-1", xid(13, rest="pid=1234, name=python, Graphics Exception"))
