@@ -340,7 +340,6 @@ def test_a_nodes_own_failure_explains_network_errors_on_other_nodes() -> None:
         ([fx.OSTRIS_470_ECC], "gpu_memory"),
         ([fx.NNUNET_1519_NVLINK], "nvlink"),
         ([fx.PYTORCH_58155_NVLINK_WHAT], "nvlink"),
-        ([fx.DEVICES_UNAVAILABLE[1]], "gpu_unavailable"),
     ],
 )
 def test_hardware_meaning_cuda_errors_point_at_the_node(lines: list[str], category: str) -> None:
@@ -365,6 +364,16 @@ def test_a_cuda_error_nvidia_gives_no_cause_for_is_context_only() -> None:
     out = _conclude({"gpu-1": [fx.WAN2GP_442_UNKNOWN, fx.NUNIF_702_DRIVER]})
     assert out.nodes == () and out.job is None
     assert [e.message for e in out.context["gpu-1"]] == [fx.WAN2GP_442_UNKNOWN, fx.NUNIF_702_DRIVER]
+
+
+@pytest.mark.parametrize("line", fx.DEVICES_UNAVAILABLE)
+def test_devices_busy_or_unavailable_names_no_node_by_itself(line: str) -> None:
+    # The job's own processes sharing an exclusive-process GPU give the same error on a healthy node
+    # (nanoGPT#116, machin#25): without a kernel event of the node it stays unsettled.
+    out = _conclude({"gpu-1": [line], "gpu-2": [fx.NCCL_629[0]]})
+    assert out.nodes == () and out.job is None
+    assert line in [e.message for e in out.context["gpu-1"]]
+    assert any(n.startswith("gpu-1: ") and "cudaErrorDevicesUnavailable" in n for n in out.notes)
 
 
 # ---------------------------------------------------------------- bounds, scope and shape
