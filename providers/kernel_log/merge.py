@@ -109,8 +109,8 @@ def merge_job_logs(
 
     A kernel finding keeps its category and takes the node's job-log evidence (its conclusion's, or its context
     lines) after its own. A node with only a job-log conclusion gets that conclusion's category. Beside a kernel
-    node finding, job-log conclusions that may follow another node's failure (`network`, `collective_hang`,
-    `process_exit`) on other nodes are not findings: the kernel event is that other node's failure.
+    node finding, job-log conclusions that may follow another node's failure (`network`, `collective_hang`) on
+    other nodes are not findings: the kernel event is that other node's failure.
     """
     by_node = {f.target.name: f for f in kernel if isinstance(f.target, NodeTarget)}
     conclusions = {c.node: c for c in job.conclusions.nodes}
