@@ -128,8 +128,12 @@ def anchors_for(markers: Iterable[str]) -> tuple[str, ...]:
     return tuple(chosen)
 
 
+#: pieces ordinary training output holds on most lines (NCCL's INFO lines, PyTorch's C++ log lines): never anchors
+COMMON_PIECES = frozenset({"NCCL", "INFO", "Proc", "rank", "Rank", "CUDA", "WARN"})
+
+
 def _weight(piece: str) -> float:
-    if " " in piece:
+    if " " in piece or piece in COMMON_PIECES:
         return 0.01
     if piece.isalpha() and piece.islower():
         return 1.0
@@ -160,13 +164,39 @@ STANDALONE: tuple[str, ...] = tuple(
     m for m in MARKERS if m in CUDA_CONTEXT or any(s.parse != "cuda" for s in BY_MARKER[m])
 )
 ANCHORS: tuple[str, ...] = anchors_for(STANDALONE)
-_ANCHOR_PATTERN = re.compile("|".join(re.escape(a) for a in ANCHORS))
+
+
+def _trie_pattern(words: Iterable[str]) -> str:
+    """One regular expression matching any of `words`, as a trie (it fails faster at each position than a flat
+    alternation of the same words)."""
+    root: dict[str, dict] = {}
+    for word in words:
+        node = root
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def emit(node: dict[str, dict]) -> str:
+        alternatives = ["" if char == "" else re.escape(char) + emit(sub) for char, sub in sorted(node.items())]
+        return alternatives[0] if len(alternatives) == 1 else "(?:" + "|".join(alternatives) + ")"
+
+    return emit(root)
+
+
+_ANCHOR_PATTERN = re.compile(_trie_pattern(ANCHORS))
+#: every anchor occurrence, overlapping ones too (all anchors have the same length, so one matches per position)
+_ANCHOR_AT = re.compile(f"(?=({_trie_pattern(ANCHORS)}))")
+#: for each anchor, the markers a line must hold by itself that contain it
+_BY_ANCHOR: dict[str, tuple[str, ...]] = {a: tuple(m for m in STANDALONE if a in m) for a in ANCHORS}
+
+
 def markers_in(text: str) -> tuple[str, ...]:
     """The markers `text` holds, in the order they first occur (a `cuda` row's message only beside a CUDA context
     marker)."""
     if _ANCHOR_PATTERN.search(text) is None:
         return ()
-    found = [m for m in STANDALONE if m in text]
+    candidates = dict.fromkeys(m for hit in _ANCHOR_AT.finditer(text) for m in _BY_ANCHOR[hit.group(1)])
+    found = [m for m in candidates if m in text]
     if any(m in CUDA_CONTEXT for m in found):
         found.extend(m for m in MARKERS if m not in STANDALONE and m in text)
     found.sort(key=text.find)
