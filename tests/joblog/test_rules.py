@@ -48,6 +48,7 @@ def test_every_rank_at_the_same_sequence_numbers_singles_no_node_out() -> None:
     assert texts[0].startswith("3 rank(s) timed out in a collective (sequence number 1580)")
     assert set(lines) <= set(texts) and all(e.source == SOURCE for e in out.job.evidence)
     assert out.placement == {0: "node-a", 4: "node-b", 3: "node-b"}
+    assert out.decided_by == ("torch_watchdog_timeout", "torch_watchdog_progress")
 
 
 @pytest.mark.parametrize("lines", [fx.LLAMAFACTORY_6269, fx.BASICSR_737, fx.OFA_271, fx.NCCL_1730_RANK118])
@@ -81,6 +82,7 @@ def test_a_rank_behind_in_completed_work_points_at_its_node_with_both_lines() ->
     out = _conclude({"node-a": [behind], "node-b": [ahead]}, ranks=[0, 4])
     (finding,) = out.nodes
     assert (finding.node, finding.category) == ("node-a", "collective_hang")
+    assert out.decided_by == ("torch_watchdog_progress",)
     texts = _texts(finding)
     assert texts[0] == (
         "rank 0 completed work 1579 of process group 1 while rank 4 completed 7752: rank 0 is behind"

@@ -88,7 +88,7 @@ def collectives(work: Work) -> None:
             continue
         own = work.logs[node].ranks.get(rank)
         extra = [Item(("last", rank), line_evidence(own.last))] if own is not None else []
-        work.node(node, "collective_hang", [*items, *extra])
+        work.node(node, "collective_hang", [*items, *extra], _signals(items))
         pointed = True
     if not pointed:
         _timeout_items(work, timeouts, progress)
@@ -279,6 +279,22 @@ def _timeout_items(
         )
         for _, p in progress
     ]
-    work.job.append(Candidate("collective_timeout", items))
+    work.job.append(Candidate("collective_timeout", items, _signals(items)))
+
+
+#: the signal table row each kind of collective evidence comes from
+_SIGNAL_OF = {
+    "timeout": "torch_watchdog_timeout",
+    "said-seq": "torch_watchdog_timeout",
+    "said-silent": "torch_watchdog_timeout",
+    "said": "torch_watchdog_progress",
+    "progress": "torch_watchdog_progress",
+    "said-desync": "torch_desync_report",
+}
+
+
+def _signals(items: list[Item]) -> tuple[str, ...]:
+    """The signal table ids a collective conclusion's evidence was read from."""
+    return tuple(dict.fromkeys(_SIGNAL_OF[i.key[0]] for i in items if i.key[0] in _SIGNAL_OF))
 
 
