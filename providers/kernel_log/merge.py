@@ -53,6 +53,13 @@ def merge(
                 when = whole.observed_at or job.detected_at
                 findings = [Finding(AllJobResources(), whole.category, when, whole.evidence[:max_evidence])]
     named = {f.target.name for f in findings if isinstance(f.target, NodeTarget)}
+    if job is not None:
+        notes.extend(_unsettled_notes(job, named))
+        if not findings and job.conclusions.silence:
+            notes.append(
+                f"the job logs of {job.conclusions.silence} node(s) were read and no failure signal in them was "
+                "understood"
+            )
     if kernel.truncated:
         # Part of the window was never read, so a node without a finding was not fully looked at.
         notes.insert(0, "the kernel log window was only partly read (Loki page limit reached)")
@@ -65,6 +72,16 @@ def merge(
     if missing:
         notes.insert(0, missing_message(missing, len(nodes), "kernel log lines"))
     return outcome(findings, unattributed, notes)
+
+
+def _unsettled_notes(job: JobLogResult, named: set[str]) -> list[str]:
+    """For each node whose job log holds an ambiguous signal and that no finding names: no kernel event settled it."""
+    return [
+        f"{node}: its job log holds {', '.join(ids)}, which name no node without the node's own kernel event, and "
+        "no kernel event of the node in the window names it"
+        for node, ids in job.conclusions.unsettled.items()
+        if node not in named
+    ]
 
 
 def _bounded(first: Sequence[Evidence], then: Sequence[Evidence], limit: int) -> tuple[Evidence, ...]:
@@ -92,8 +109,8 @@ def merge_job_logs(
 
     A kernel finding keeps its category and takes the node's job-log evidence (its conclusion's, or its context
     lines) after its own. A node with only a job-log conclusion gets that conclusion's category. Beside a kernel
-    node finding, job-log conclusions that may follow another node's failure (`network`, `collective_hang`,
-    `process_exit`) on other nodes are not findings: the kernel event is that other node's failure.
+    node finding, job-log conclusions that may follow another node's failure (`network`, `collective_hang`) on
+    other nodes are not findings: the kernel event is that other node's failure.
     """
     by_node = {f.target.name: f for f in kernel if isinstance(f.target, NodeTarget)}
     conclusions = {c.node: c for c in job.conclusions.nodes}

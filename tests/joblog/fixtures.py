@@ -528,3 +528,13 @@ TRACEUTILS_MISSING_RANKS = (
     "\t - To our best knowledge, ranks [47] are the lagging ranks that caused this timeout. They never joined any "
     "collectives"
 )
+
+#: https://github.com/NVIDIA/nccl/issues/905 (the maintainer quotes the line the log was full of: "You seem to have a
+#: flapping link")
+NCCL_905_PORT_ERROR = "NCCL WARN NET/IB : Got async event : port error"
+
+#: https://github.com/NVIDIA/nccl/issues/230 (an mpirun `--timestamp-output --tag-output` prefix before the host)
+NCCL_230_CATASTROPHIC = (
+    "2019-06-02T16:13:44.884Z: [1,12]<stdout>:container-e275-1553839402050-12124-01-000057:815:864 [0] "
+    "transport/net_ib.cu:80 NCCL WARN NET/IB : Got async event : local catastrophic error"
+)

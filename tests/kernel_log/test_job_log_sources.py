@@ -130,12 +130,14 @@ def _queries() -> list[dict[str, list[str]]]:
 
 @responses.activate
 def test_loki_job_logs_name_the_node_a_rank_is_behind_on(dirs: tuple[str, str]) -> None:
-    # Assembled from two reports that both log process group 1: rank 0 completed 1579 (LlamaFactory#7396),
-    # rank 4 completed 7752 (LlamaFactory#6269). Loki's own times stand in front of each line.
-    behind = fx.LLAMAFACTORY_7396[2].split("] ", 1)[1]
+    # Assembled from two reports whose lines name process group 1, here in PyTorch 2.5's spelling with the group's
+    # GUID (as LlamaFactory#8261 logs it; a per-process id alone is not the group's identity): rank 0 completed 1579
+    # (LlamaFactory#7396), rank 4 completed 7752 (LlamaFactory#6269). Loki's own times stand in front of each line.
+    behind = fx.LLAMAFACTORY_7396[2].split("] ", 1)[1].replace("[PG 1 Rank", "[PG ID 1 PG GUID 1 Rank")
+    ahead = fx.LLAMAFACTORY_6269[3].replace("[PG 1 Rank", "[PG ID 1 PG GUID 1 Rank")
     t = DETECTED - timedelta(seconds=90)
     training = [(t - timedelta(seconds=i), f"[rank0]: step {i}") for i in range(3, 0, -1)]
-    _loki({"node-a": [*training, (t, behind)], "node-b": [(t, fx.LLAMAFACTORY_6269[3])],
+    _loki({"node-a": [*training, (t, behind)], "node-b": [(t, ahead)],
            "elsewhere": [(t, fx.JADE_194_ECC[0])]})
     body = _ask(_client(dirs), ["node-a", "node-b"], [0, 4])
     assert [(f["target"], f["error_category"]) for f in body["attributions"]] == [

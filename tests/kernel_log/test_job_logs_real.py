@@ -72,20 +72,20 @@ NCCL_TESTS_252_IB = (
 )
 
 
-def test_a_peer_closing_the_socket_is_a_network_error_on_the_reporting_node(tmp_path: Path) -> None:
+def test_a_peer_closing_the_socket_names_no_node(tmp_path: Path) -> None:
+    # A peer whose process died makes its partners report exactly this: it follows another failure.
     body = _ask(tmp_path, ["node-a", "node-b"], {"node-a": NCCL_1612_CLOSED, "node-b": []})
-    assert _findings(body) == [("node-a", "network")]
-    texts = _texts(body["attributions"][0])
-    assert NCCL_1612_CLOSED[0] in texts and any("10.10.1.3<36138>" in t for t in texts if t != NCCL_1612_CLOSED[0])
-    assert _unattributed(body) == ["node-b"]
+    assert body["attributions"] == [] and _unattributed(body) == ["node-a", "node-b"]
+    assert "node-a: NCCL reported a connection closed or reset by its peer (consequence)" in body["error"]["message"]
 
 
-def test_an_ib_completion_error_with_the_plugins_file_name_is_a_network_error_on_its_node(tmp_path: Path) -> None:
+def test_an_ib_completion_error_with_the_plugins_file_name_names_no_node(tmp_path: Path) -> None:
     body = _ask(tmp_path, ["node-a", "node-b"], {"node-a": [], "node-b": NCCL_TESTS_252_IB})
-    assert _findings(body) == [("node-b", "network")]
-    assert NCCL_TESTS_252_IB[0] in _texts(body["attributions"][0])
+    # The completion error is read (a note says so), but the NICs that could not talk have two ends.
+    assert body["attributions"] == [] and _unattributed(body) == ["node-a", "node-b"]
+    assert "node-b: NCCL reported an InfiniBand work completion with an error status" in body["error"]["message"]
     # The local service thread's `Connection closed by localRank 0` is NCCL shutting down, not a second error.
-    assert NCCL_TESTS_252_IB[2] not in _texts(body["attributions"][0])
+    assert "connection closed or reset by its peer" not in body["error"]["message"]
 
 
 #: https://github.com/open-mmlab/mmsegmentation/issues/3106 (a summary with two other failures before the root cause,
@@ -122,14 +122,14 @@ MMSEG_3106_SUMMARY = (
 )
 
 
-def test_a_summary_with_several_failures_blames_the_root_causes_rank_and_node(tmp_path: Path) -> None:
+def test_a_summary_with_several_failures_names_the_root_cause_but_no_node(tmp_path: Path) -> None:
     body = _ask(tmp_path, ["node-a", "node-b"], {"node-a": MMSEG_3106_SUMMARY, "node-b": []})
-    assert _findings(body) == [("node-a", "process_exit")]
-    texts = _texts(body["attributions"][0])
-    assert texts[0] == "torchelastic's root cause: rank 0 on node-a ended with SIGABRT and no traceback says why"
-    assert _unattributed(body) == ["node-b"]
+    # SIGABRT with no traceback is an exit: it names no node by itself, and the answer says which rank it was.
+    assert body["attributions"] == [] and _unattributed(body) == ["node-a", "node-b"]
+    message = body["error"]["message"]
+    assert "torchelastic's root cause: rank 0 on node-a ended with SIGABRT and no traceback says why" in message
     # node-b's job log is empty: nothing of it was left unread, so the answer does not say so.
-    assert "error" not in body
+    assert "beyond the read bound" not in message
 
 
 def test_an_empty_job_log_is_not_reported_as_output_beyond_the_read_bound(tmp_path: Path) -> None:

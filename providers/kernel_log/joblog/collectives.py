@@ -65,8 +65,8 @@ def collectives(work: Work) -> None:
             g = global_rank(t.rank, t.group)
             if g is not None:
                 work.p2p_ranks.add(g)
-            if t.group is not None and t.group.pg is not None:
-                work.p2p_groups.add(t.group.pg)
+            if t.group is not None and t.group.key is not None:
+                work.p2p_groups.add(t.group.key)
     unidentified = 0
     for node, rec in [*timeouts, *progress]:
         g = global_rank(rec.rank, rec.group)
@@ -88,7 +88,7 @@ def collectives(work: Work) -> None:
             continue
         own = work.logs[node].ranks.get(rank)
         extra = [Item(("last", rank), line_evidence(own.last))] if own is not None else []
-        work.node(node, "collective_hang", [*items, *extra])
+        work.node(node, "collective_hang", [*items, *extra], _signals(items))
         pointed = True
     if not pointed:
         _timeout_items(work, timeouts, progress)
@@ -99,11 +99,16 @@ def _behind_by_progress(
 ) -> None:
     """Within one process group, a rank whose `last completed` work is lower than another's is behind."""
     groups: dict[str, dict[int, tuple[str, WorkProgress]]] = {}
+    unplaced = 0
     for node, p in progress:
         g = global_rank(p.rank, p.group)
         if p.group is None or p.group.pg is None or g is None:
             continue
-        groups.setdefault(p.group.pg, {})[g] = (node, p)  # the latest line of each rank wins
+        if p.group.key is None:
+            unplaced += 1
+            continue
+        groups.setdefault(p.group.key, {})[g] = (node, p)  # the latest line of each rank wins
+    _unplaced_note(work, unplaced)
     for pg, ranks in groups.items():
         if _mixes_p2p(work, pg, ranks):
             continue
@@ -125,6 +130,7 @@ def _behind_by_seq(work: Work, timeouts: list[tuple[str, WatchdogTimeout]], behi
     """Within one named process group, a rank that timed out on an earlier `SeqNum` than another is behind."""
     groups: dict[str, dict[int, WatchdogTimeout]] = {}
     unnamed: set[int] = set()
+    unplaced = 0
     for _, t in timeouts:
         if t.seq is None:
             continue
@@ -132,7 +138,11 @@ def _behind_by_seq(work: Work, timeouts: list[tuple[str, WatchdogTimeout]], behi
         if t.group is None or t.group.pg is None or g is None:
             unnamed.add(t.seq)
             continue
-        groups.setdefault(t.group.pg, {})[g] = t
+        if t.group.key is None:
+            unplaced += 1
+            continue
+        groups.setdefault(t.group.key, {})[g] = t
+    _unplaced_note(work, unplaced)
     for pg, ranks in groups.items():
         if _mixes_p2p(work, pg, ranks):
             continue
@@ -149,6 +159,14 @@ def _behind_by_seq(work: Work, timeouts: list[tuple[str, WatchdogTimeout]], behi
         work.notes.append(
             "watchdog timeouts name different sequence numbers but not their process group (sequence numbers "
             "count per group): they single no rank out"
+        )
+
+
+def _unplaced_note(work: Work, count: int) -> None:
+    if count:
+        work.notes.append(
+            f"{count} watchdog line(s) name their process group only by its per-process id (`[PG n Rank r]`), which "
+            "is not the group's identity across ranks: they cannot be placed in a group and are not compared"
         )
 
 
@@ -256,11 +274,27 @@ def _timeout_items(
     items += [Item(("timeout", t.op, t.seq), line_evidence(t.line)) for _, t in timeouts]
     items += [
         Item(
-            ("progress", p.group.pg if p.group else None, p.work, p.last_enqueued, p.last_completed),
+            ("progress", p.group.key if p.group else None, p.work, p.last_enqueued, p.last_completed),
             line_evidence(p.line),
         )
         for _, p in progress
     ]
-    work.job.append(Candidate("collective_timeout", items))
+    work.job.append(Candidate("collective_timeout", items, _signals(items)))
+
+
+#: the signal table row each kind of collective evidence comes from
+_SIGNAL_OF = {
+    "timeout": "torch_watchdog_timeout",
+    "said-seq": "torch_watchdog_timeout",
+    "said-silent": "torch_watchdog_timeout",
+    "said": "torch_watchdog_progress",
+    "progress": "torch_watchdog_progress",
+    "said-desync": "torch_desync_report",
+}
+
+
+def _signals(items: list[Item]) -> tuple[str, ...]:
+    """The signal table ids a collective conclusion's evidence was read from."""
+    return tuple(dict.fromkeys(_SIGNAL_OF[i.key[0]] for i in items if i.key[0] in _SIGNAL_OF))
 
 

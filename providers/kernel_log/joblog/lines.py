@@ -29,6 +29,7 @@ from providers.kernel_log.joblog.patterns import (
     ELASTIC_TIME,
     EXCEPTION_HEAD,
     IB_COMPLETION,
+    IB_COMPLETION_OLD,
     MARKER,
     MAX_BLOCK_LINES,
     MAX_LINE_CHARS,
@@ -65,9 +66,11 @@ from providers.kernel_log.joblog.records import (
     NodeLog,
     PythonTraceback,
     RankSighting,
+    SignalHit,
     WatchdogTimeout,
     WorkProgress,
 )
+from providers.kernel_log.joblog.signals import Signal, signals_in
 
 # ---------------------------------------------------------------- the node parser
 
@@ -98,21 +101,6 @@ def _observed(stamp: _Stamp) -> datetime | None:
     return stamp if stamp is None or isinstance(stamp, datetime) else parse_stamp(stamp)
 
 
-def _interesting(body: str) -> bool:
-    """Whether a line may hold a record: most lines of a training log hold none and are only counted."""
-    return (
-        "CUDA" in body
-        or "Watchdog caught" in body
-        or "ast enqueued" in body
-        or "NCCL WARN" in body
-        or "Cuda failure" in body
-        or "cudaError" in body
-        or "cuda runtime error" in body
-        or "didn't" in body
-        or "lagging ranks" in body
-    )
-
-
 class NodeParser:
     """Reads one node's job-log lines, oldest first, into a `NodeLog`."""
 
@@ -130,6 +118,7 @@ class NodeParser:
         self._network: list[NcclNetworkError] = []
         self._cuda: list[CudaError] = []
         self._tracebacks: list[PythonTraceback] = []
+        self._signals: list[SignalHit] = []
         self._open_tracebacks: dict[int | None, _Traceback] = {}
         self._elastic_section: bool | None = None  # None: outside a summary; else "in the root cause section"
         self._elastic_entry: _ElasticEntry | None = None
@@ -161,8 +150,8 @@ class NodeParser:
             m = ROLE_PREFIX.match(body)
             if m:
                 body = body[m.end() :].removeprefix(" ")
-        interesting = _interesting(body)
-        group = self._marker(body) if rank is None or interesting or self._pending_desync else None
+        hits = signals_in(body)
+        group = self._marker(body) if rank is None or hits or self._pending_desync else None
         if rank is not None:
             self._last_prefixed_rank = rank
             self._sighting(rank, text, stamp, marker_only=False)
@@ -174,8 +163,8 @@ class NodeParser:
             self._elastic(body)
         if self._open_tracebacks or body.startswith("Traceback"):
             self._traceback(rank, body)
-        if interesting:
-            self._records(rank, group, body, self._line())
+        if hits:
+            self._records(rank, group, body, self._line(), hits)
 
     def _line(self) -> LogLine:
         """The current line as evidence (built once, and only for lines that become evidence)."""
@@ -202,6 +191,7 @@ class NodeParser:
             network=tuple(self._network),
             cuda=tuple(self._cuda),
             tracebacks=tuple(self._tracebacks),
+            signals=tuple(self._signals),
         )
 
     # ------------------------------------------------------------ prefixes
@@ -274,7 +264,7 @@ class NodeParser:
         m = MARKER.match(body, best)
         if not m:
             return None
-        return GroupRank(m.group("pg"), int(m.group("rank")))
+        return GroupRank(m.group("pg"), int(m.group("rank")), m.group("guid") or m.group("name"))
 
     def _sighting(self, rank: int, text: str, stamp: _Stamp, marker_only: bool) -> None:
         seen = self._seen.get(rank)
@@ -293,18 +283,26 @@ class NodeParser:
 
     # ------------------------------------------------------------ records
 
-    def _records(self, rank: int | None, group: GroupRank | None, body: str, line: LogLine) -> None:
-        if "Watchdog caught" in body:
+    def _records(
+        self, rank: int | None, group: GroupRank | None, body: str, line: LogLine, hits: tuple[Signal, ...]
+    ) -> None:
+        """Read a line by what its signals' rows say: each `parse` kind by its own reader, `text` rows as they are."""
+        parses = {s.parse for s in hits}
+        if "watchdog" in parses:
             self._watchdog_line(rank, group, body, line)
-        if "ast enqueued" in body:
+        if "progress" in parses:
             self._progress_line(rank, group, body, line)
-        if "didn't" in body or "lagging ranks" in body:
+        if "desync" in parses:
             self._desync_line(rank, body, line)
-        if "NCCL WARN" in body:
-            self._nccl_warn(body, line)
-        found = cuda_error_in(body)
-        if found is not None:
-            self._keep(self._cuda, CudaError(line, rank, group, found[0], found[1]))
+        if "nccl_net" in parses:
+            self._nccl_net(body, line)
+        if "cuda" in parses:
+            found = cuda_error_in(body)
+            if found is not None:
+                self._keep(self._cuda, CudaError(line, rank, group, found[0], found[1]))
+        for signal in hits:
+            if signal.parse == "text":
+                self._keep(self._signals, SignalHit(signal.id, line, rank, group))
 
     def _watchdog_line(self, rank: int | None, group: GroupRank | None, body: str, line: LogLine) -> None:
         pos = body.find("Watchdog caught collective operation timeout")
@@ -367,11 +365,10 @@ class NodeParser:
                 self._keep(self._desync, DesyncReport(line, reporter, None, ranks))
         self._pending_desync.clear()
 
-    def _nccl_warn(self, body: str, line: LogLine) -> None:
+    def _nccl_net(self, body: str, line: LogLine) -> None:
+        """An NCCL network warning: after NCCL's `NCCL WARN ` when the line has it, or as quoted in an exception."""
         pos = body.find("NCCL WARN ")
-        if pos < 0:
-            return
-        head, message = body[:pos], body[pos + len("NCCL WARN ") :]
+        head, message = (body[:pos], body[pos + len("NCCL WARN ") :]) if pos >= 0 else ("", body)
         host = None
         for token in head.split():
             m = NCCL_ORIGIN.fullmatch(token)
@@ -396,7 +393,15 @@ class NodeParser:
             m = IB_COMPLETION.match(message, start) if start >= 0 else None
             if m:
                 return NetworkKind.IB_COMPLETION, m.group("peer"), int(m.group("status"))
-        for needle in ("Connection closed by remote peer", "Connection reset by peer"):
+        pos = message.find("Got completion with error ")
+        if pos >= 0:
+            m = IB_COMPLETION_OLD.match(message, pos)
+            if m:
+                return NetworkKind.IB_COMPLETION, None, int(m.group("status"))
+        if "Got async event : port error" in message or "Got async event : local catastrophic error" in message:
+            return NetworkKind.ASYNC_EVENT, None, None
+        for needle in ("Connection closed by remote peer", "Connection closed by peer", "Connection reset by peer",
+                       "failed : Broken pipe"):
             pos = message.find(needle)
             if pos >= 0:
                 peer = None
@@ -410,7 +415,7 @@ class NodeParser:
                         peer = m.group("peer") if m else None
                 return NetworkKind.PEER_CLOSED, peer, None
         pos = message.find("Connect to ")
-        if pos >= 0 and "failed" in message:
+        if pos >= 0 and ("failed" in message or "returned" in message):
             m = PEER_AFTER.match(message, pos + len("Connect to"))
             return NetworkKind.CONNECT, m.group("peer") if m else None, None
         pos = message.find("Call to ibv_")

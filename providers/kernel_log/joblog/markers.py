@@ -10,20 +10,15 @@ them in the newest lines of each node, unfiltered (`providers/kernel_log/joblog/
 
 from __future__ import annotations
 
+from providers.kernel_log.joblog.signals import ANCHORS
+
 
 def markers() -> tuple[str, ...]:
     """The texts of which a job-log line holds at least one when the node parser may take a record from it."""
     return (
-        # NodeParser._records, through lines._interesting:
-        "Watchdog caught",  # _watchdog_line: the NCCL watchdog's timeout (patterns.WATCHDOG)
-        "ast enqueued",  # _progress_line: the watchdog's progress line, `Last`/`last enqueued` (PROGRESS_*)
-        "NCCL WARN",  # _nccl_warn: NCCL's network warnings (IB_COMPLETION, PEER_AFTER, VERBS_CALL)
-        "didn't",  # _desync_line: the desync report's lagging ranks (DESYNC_LAGGING)
-        "lagging ranks",  # _desync_line: the desync report's missing ranks (DESYNC_MISSING)
-        "CUDA",  # cuda_error_in: `CUDA error: `, `CUDA out of memory`, `CUDA_ERROR_` (CUDA_ERROR_TEXT, ...)
-        "Cuda failure",  # cuda_error_in: NCCL's `Cuda failure 'text'` (CUDA_FAILURE)
-        "cudaError",  # cuda_error_in: the runtime's error names (CUDA_SEARCH_HINT)
-        "cuda runtime error",  # cuda_error_in: old PyTorch's `cuda runtime error (N) : text` (OLD_CUDA_RUNTIME)
+        # The signal table's records (signals.signals_in): every marker of the table holds one of its anchors
+        # (signals.anchors_for), so a line a record comes from holds one of these
+        *ANCHORS,
         # NodeParser._marker: process-group markers (a rank named by `[Rank N]` only; the group of a desync report)
         "[PG ",  # patterns.MARKER, `[PG 1 Rank 0]`, `[PG ID 0 PG GUID 0(default_pg) Rank 1]`
         "[Rank ",  # patterns.MARKER, `[Rank 0]`

@@ -17,6 +17,7 @@ from providers.kernel_log.joblog.cuda_errors import CudaErrorKind
 from providers.kernel_log.joblog.records import (
     ExceptionKind,
 )
+from providers.kernel_log.joblog.signals import CUDA_CONTEXT, SignalMeaning, signals_in
 
 #: characters of one line ever looked at; the reader cuts longer lines before they get here
 MAX_LINE_CHARS = 16 * 1024
@@ -94,6 +95,7 @@ IB_COMPLETION = re.compile(
     r"NET/IB[A-Za-z]{0,8}+ ?+: ?+Got completion from peer (?P<peer>[^\s]{1,300}+) "
     r"with (?:error |status=)(?P<status>\d{1,4}+)"
 )
+IB_COMPLETION_OLD = re.compile(r"Got completion with error (?P<status>\d{1,4}+)")
 PEER_AFTER = re.compile(r" ?+(?P<peer>[^\s]{1,300}+)")
 VERBS_CALL = re.compile(r"Call to (?P<call>ibv_[a-z_]{1,64}+) failed")
 CUDA_ERROR_TEXT = re.compile(r"CUDA error: (?P<msg>[^\n]{1,512}+)")
@@ -112,8 +114,8 @@ PATTERNS: tuple[re.Pattern[str], ...] = (
     CRI, CRI_HOST, STAMP, SRUN_LABEL, RANK_PREFIX, ROLE_PREFIX, MARKER, WATCHDOG, WATCHDOG_TAIL,
     PROGRESS_DETECTED, PROGRESS_TIMEOUT, PROGRESS_SEQ_ID, PROGRESS_DUMP, DESYNC_LAGGING, DESYNC_MISSING,
     ELASTIC_FIELD, ELASTIC_ENTRY, ELASTIC_RANK, ELASTIC_EXIT, ELASTIC_SIGNAL, ELASTIC_TIME, NCCL_ORIGIN,
-    IB_COMPLETION, PEER_AFTER, VERBS_CALL, CUDA_ERROR_TEXT, CUDA_FAILURE, CUDA_SEARCH_HINT, CUDA_DRIVER_NAME,
-    OLD_CUDA_RUNTIME, OOM_KILLED, EXCEPTION_HEAD,
+    IB_COMPLETION, IB_COMPLETION_OLD, PEER_AFTER, VERBS_CALL, CUDA_ERROR_TEXT, CUDA_FAILURE, CUDA_SEARCH_HINT,
+    CUDA_DRIVER_NAME, OLD_CUDA_RUNTIME, OOM_KILLED, EXCEPTION_HEAD,
 )
 
 _CONTROL = {c: "\ufffd" for c in range(0x20) if c != 0x09} | {0x7F: "\ufffd", 0x00: None}
@@ -171,70 +173,69 @@ def oom_killed_pid(kernel_message: str) -> int | None:
 
 
 def classify_exception(exception: str) -> ExceptionKind:
-    """What a traceback's final exception line says about who failed."""
+    """What a traceback's final exception line says about who failed.
+
+    A CUDA error is `CUDA` (the CUDA rows decide); torchrun's own exceptions and those a signal raises are
+    `LAUNCHER`; an exception that holds a marker of a signal table row that is not the application's (a
+    communication, store, configuration or network error: it follows another failure or the job's setup), or a
+    `torch.distributed` error class, is `COMMUNICATION`; anything else the program raised is `APPLICATION`.
+    """
     head = exception.split(":", 1)[0].strip()
     if _cuda_text(exception):
         return ExceptionKind.CUDA
-    if head.endswith(("ChildFailedError", "SignalException")):
+    if head.endswith(_LAUNCHER_EXCEPTIONS):
         return ExceptionKind.LAUNCHER
-    if head.endswith(("DistBackendError", "DistNetworkError", "DistStoreError", "DistError")) or any(
-        marker in exception for marker in _COMMUNICATION_MARKERS
-    ):
+    if head.endswith(("DistBackendError", "DistNetworkError", "DistStoreError", "DistError")):
+        return ExceptionKind.COMMUNICATION
+    if any(s.meaning is not SignalMeaning.APPLICATION for s in signals_in(exception)):
         return ExceptionKind.COMMUNICATION
     return ExceptionKind.APPLICATION
 
 
-#: exception texts raised by the communication stack, not by the program: they follow someone else's failure
-_COMMUNICATION_MARKERS = (
-    "NCCL error",
-    "NCCL communicator was aborted",
-    "Watchdog caught collective operation timeout",
-    "ProcessGroupNCCL",
-    "Connection reset by peer",
-    "Connection closed by peer",
-    "Socket Timeout",
-)
+#: exceptions of torchrun itself, or raised in a worker by a signal it was sent (a scheduler's, an operator's)
+_LAUNCHER_EXCEPTIONS = ("ChildFailedError", "SignalException", "KeyboardInterrupt", "SystemExit")
 
 
 def _cuda_text(text: str) -> bool:
-    return (
-        "CUDA error" in text
-        or "CUDA out of memory" in text
-        or "Cuda failure" in text
-        or "CUDA_ERROR_" in text
-        or "cuda runtime error" in text
-    )
+    return any(marker in text for marker in CUDA_CONTEXT)
 
 
 def cuda_error_in(text: str) -> tuple[CudaErrorKind | None, str] | None:
-    """(kind or None, the error text) of the CUDA error a line reports, or None when it reports none."""
-    if not _cuda_text(text) and "cudaError" not in text:
+    """(kind or None, the error text) of the CUDA error a line reports, or None when it reports none.
+
+    A line reports one when it holds a CUDA context marker of the signal table (a runtime or driver name, `CUDA
+    error: `, `Cuda failure `, `cuda runtime error`, `Test CUDA failure`, `CUDA out of memory`). The kind is the one
+    PyTorch's hint names, else the runtime or driver name the line holds, else the longest listed message after the
+    first context marker; a CUDA error none of these name is returned with kind None.
+    """
+    starts = [pos for pos in (text.find(m) for m in CUDA_CONTEXT) if pos >= 0]
+    if not starts:
         return None
     pos = text.find("Search for `cudaError")
     if pos >= 0:
         m = CUDA_SEARCH_HINT.match(text, pos)
         if m and m.group("name") in cuda_errors.BY_NAME:
-            kind = cuda_errors.BY_NAME[m.group("name")]
-            return kind, m.group("name")
-    pos = text.find("CUDA_ERROR_")
-    if pos >= 0:
-        m = CUDA_DRIVER_NAME.match(text, pos)
-        if m:
-            return cuda_errors.BY_NAME.get(m.group("name")), m.group("name")
-    if "CUDA out of memory" in text:
-        return cuda_errors.BY_NAME["cudaErrorMemoryAllocation"], "CUDA out of memory"
-    for needle, pattern in (
-        ("CUDA error: ", CUDA_ERROR_TEXT),
-        ("Cuda failure ", CUDA_FAILURE),
-        ("cuda runtime error (", OLD_CUDA_RUNTIME),
+            return cuda_errors.BY_NAME[m.group("name")], m.group("name")
+    named = [(text.find(name), name) for name in cuda_errors.BY_NAME if name and name in text]
+    if named:
+        name = min(named)[1]
+        return cuda_errors.BY_NAME[name], name
+    rest = text[min(starts) :]
+    for message, kind in cuda_errors.BY_MESSAGE:
+        if message in rest:
+            return kind, message
+    for needle, pattern, group in (
+        ("CUDA error: ", CUDA_ERROR_TEXT, "msg"),
+        ("Cuda failure ", CUDA_FAILURE, "msg"),
+        ("cuda runtime error (", OLD_CUDA_RUNTIME, "msg"),
+        ("CUDA_ERROR_", CUDA_DRIVER_NAME, "name"),
     ):
         pos = text.find(needle)
         if pos >= 0:
             m = pattern.match(text, pos)
             if m:
-                message = m.group("msg").strip()
-                return cuda_errors.kind_for_message(message), message
-    return None
+                return None, m.group(group).strip()
+    return None, rest[:MAX_TEXT].strip()
 
 
 def _ranks_list(text: str) -> tuple[int, ...]:

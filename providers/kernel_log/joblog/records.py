@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from providers.kernel_log.joblog.cuda_errors import CudaErrorKind
@@ -20,15 +20,30 @@ class LogLine:
 
 @dataclass(frozen=True, slots=True)
 class GroupRank:
-    """A ProcessGroupNCCL marker: the process group's id (None for `[Rank N]`) and the rank within it."""
+    """A ProcessGroupNCCL marker: the process group's id (None for `[Rank N]`), the rank within it, and the group's
+    identity as the line names it (`PG GUID 55(mesh_replicate)` gives `55(mesh_replicate)`, `[PG 0 (default_pg) ...]`
+    gives `default_pg`; None when the line names only the id).
+
+    The id is a per-process creation counter (`process_group_id++`): the same number on two ranks need not be the
+    same communicator. The identity (the group's GUID or name) is the same on every rank of the group.
+    """
 
     pg: str | None
     rank: int
+    identity: str | None = field(default=None, compare=False)
 
     @property
     def default_group(self) -> bool:
         """The default process group (id 0, `default_pg`), whose ranks are the global ranks."""
-        return self.pg == "0"
+        return self.pg == "0" or self.identity in ("default_pg", "0(default_pg)")
+
+    @property
+    def key(self) -> str | None:
+        """The group's identity across ranks: its GUID or name, `default_pg` for the default group, or None when the
+        line names neither (its sequence numbers cannot be placed in a group)."""
+        if self.default_group:
+            return "default_pg"
+        return self.identity
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,10 +120,13 @@ class ElasticFailure:
 
 
 class NetworkKind(enum.StrEnum):
-    IB_COMPLETION = "ib_completion"  # NET/IB work completion with an error status
-    PEER_CLOSED = "peer_closed"  # a socket peer closed or reset the connection
-    CONNECT = "connect"  # connecting to a peer failed
-    VERBS_CALL = "verbs_call"  # a local ibv_* call failed
+    """NCCL network warnings, each the signal table row of the same meaning."""
+
+    IB_COMPLETION = "nccl_ib_completion_error"  # NET/IB work completion with an error status
+    ASYNC_EVENT = "nccl_ib_async_port_event"  # the InfiniBand device raised a port error or a fatal event
+    PEER_CLOSED = "nccl_socket_peer_closed"  # a socket peer closed or reset the connection
+    CONNECT = "nccl_socket_connect_failed"  # connecting to a peer failed
+    VERBS_CALL = "nccl_verbs_call_failed"  # a local ibv_* call failed
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +146,16 @@ class CudaError:
     group: GroupRank | None
     kind: CudaErrorKind | None  # None: a CUDA error the table does not know (points at nothing by itself)
     text: str  # the error text as logged
+
+
+@dataclass(frozen=True, slots=True)
+class SignalHit:
+    """A line holding a signal table row read by its markers alone (parse `text`)."""
+
+    signal: str  # the row's id
+    line: LogLine
+    rank: int | None
+    group: GroupRank | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,5 +181,6 @@ class NodeLog:
     network: tuple[NcclNetworkError, ...]
     cuda: tuple[CudaError, ...]
     tracebacks: tuple[PythonTraceback, ...]
+    signals: tuple[SignalHit, ...] = ()
 
 

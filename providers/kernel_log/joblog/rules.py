@@ -1,20 +1,24 @@
 """Job-log rules: from what each node's job log shows to conclusions about nodes and about the job as a whole.
 
 Pure functions of their inputs: the scope, the parsed tails (`lines.NodeLog`) and the kernel-side facts the rules
-need (`OomKill`). Each rule, the public reports it was taken from and what it never concludes are described in
-`docs/job-logs.md`. In short:
+need (`OomKill`). They follow one decision principle (`docs/job-logs.md` states it; the signal table,
+`data/signals.csv`, gives each signal's meaning): node evidence points at its node; exits, signals, timeouts and
+configuration errors point at nothing by themselves; the application's failures point at the job. In short:
 
-- a collective timeout where the ranks report the same sequence numbers singles no node out: `collective_timeout`
-  on the job's resources;
-- a rank that is behind (its process group's `last completed` work, or its timed-out `SeqNum`, lower than another
-  rank's; or named lagging by PyTorch's desync report), or a rank of `scope.ranks` that fell silent on a node where
-  no rank timed out while others did, points at the node its own lines place it on: `collective_hang`;
-- torchelastic's root cause points at its node: `host_oom` when the node's kernel log shows the OOM killer took
-  the SIGKILLed process, `process_killed` for another signal; a non-zero exit is the application's when the rank's
-  traceback shows an application exception, and `process_exit` on the node when nothing says more;
-- NCCL network warnings point at the reporting node (`network`), naming the peer;
-- CUDA errors point at the node when NVIDIA's documentation gives a hardware, link or driver cause, and at the
-  application when it gives a programming one.
+- a collective timeout where the ranks of one process group (known by its GUID or name) report the same sequence
+  numbers singles no node out: `collective_timeout` on the job's resources;
+- a rank that is behind its group's others (`last completed` work or timed-out `SeqNum` lower, or named lagging by
+  PyTorch's desync report), or a rank of `scope.ranks` that fell silent on a node where no rank timed out while
+  others did, points at the node its own lines place it on: `collective_hang`;
+- torchelastic's root cause is `host_oom` on its node when the node's kernel log shows the OOM killer took the
+  SIGKILLed process, the application's when its traceback ends in an application exception, and otherwise a note:
+  an exit or a signal names no node by itself;
+- InfiniBand completion errors and port events point at the reporting node (`network`); closed sockets, failed
+  connects and verbs calls are notes;
+- CUDA errors point at the node when NVIDIA's documentation gives a hardware, link or driver cause, at the
+  application when it gives a programming one, and are a note (settled by the node's kernel event) otherwise;
+- a traceback ending in an application exception, and the signal table's application rows, point at the job; its
+  configuration, ambiguous and consequence rows are notes.
 
 A node's own failure (levels below) explains the symptoms other nodes see after it, so weaker conclusions on
 other nodes are then kept as context only; job-level conclusions stand only where no node is named.
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import signal as signals
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from providers.base import MAX_EVIDENCE, Evidence, cut_text, shifted
@@ -36,7 +41,9 @@ from providers.kernel_log.joblog.records import (
     NetworkKind,
     NodeLog,
     PythonTraceback,
+    SignalHit,
 )
+from providers.kernel_log.joblog.signals import BY_ID, SignalMeaning
 from providers.kernel_log.joblog.work import (
     OOM_KILL_AFTER,
     OOM_KILL_BEFORE,
@@ -54,6 +61,11 @@ from providers.kernel_log.joblog.work import (
     said_evidence,
 )
 from providers.kernel_log.ranking import CATEGORY_RANK
+
+#: signal table ids the rules name themselves
+ROOT_CAUSE = "torchelastic_root_cause"
+APP_EXCEPTION = "python_application_exception"
+UNLISTED_CUDA = "cuda_error_unlisted"
 
 # ---------------------------------------------------------------- entry point
 
@@ -84,9 +96,12 @@ def conclude(
     place_ranks(work)
     collectives(work)
     _root_causes(work)
+    _tracebacks(work)
     _network(work)
     _cuda(work)
-    return _decide(work)
+    _signal_lines(work)
+    silence = _silence(work)
+    return replace(_decide(work), silence=silence)
 
 
 # ---------------------------------------------------------------- torchelastic's root cause
@@ -120,21 +135,28 @@ def _root_cause(work: Work, log: NodeLog, failure: ElasticFailure) -> None:
         work.add_context(node, [summary])
         return
     name = failure.signal or _signal_name(failure.exitcode)
+    if name == "SIGKILL":
+        kill = _oom_kill(work.oom_kills.get(node, ()), failure)
+        if kill is not None:
+            said = (
+                f"torchelastic's root cause: rank {or_unknown(rank)} on {node} got SIGKILL (pid {failure.pid}); "
+                f"the node's kernel log shows the OOM killer killing pid {kill.pid}"
+            )
+            work.node(node, "host_oom", [
+                Item(("said-oom", rank), said_evidence(said)), summary,
+                Item(("oom", kill.pid), Evidence(kill.source, cut_text(kill.message), kill.observed_at)),
+            ], signals=[ROOT_CAUSE])
+            return
     if name is not None and name != "SIGABRT":
-        if name == "SIGKILL":
-            kill = _oom_kill(work.oom_kills.get(node, ()), failure)
-            if kill is not None:
-                said = (
-                    f"torchelastic's root cause: rank {or_unknown(rank)} on {node} got SIGKILL (pid {failure.pid}); "
-                    f"the node's kernel log shows the OOM killer killing pid {kill.pid}"
-                )
-                work.node(node, "host_oom", [
-                    Item(("said-oom", rank), said_evidence(said)), summary,
-                    Item(("oom", kill.pid), Evidence(kill.source, cut_text(kill.message), kill.observed_at)),
-                ])
-                return
-        said = f"torchelastic's root cause: rank {or_unknown(rank)} on {node} was ended by {name}"
-        work.node(node, "process_killed", [Item(("said-signal", rank), said_evidence(said)), summary])
+        # A signal is not evidence against a node: a scheduler's SIGTERM, a SIGKILL the kernel log does not explain,
+        # a SIGBUS from a container's small /dev/shm all look alike. The node's own kernel event decides.
+        work.add_context(node, [summary])
+        work.unsettled.setdefault(node, []).append(ROOT_CAUSE)
+        work.note(
+            f"torchelastic's root cause: rank {or_unknown(rank)} on {node} was ended by {_signal_number(name)}; a "
+            "signal names no node by itself",
+            ROOT_CAUSE,
+        )
         return
     # A non-zero exit (or SIGABRT, which a process raises itself): its traceback says more, if there is one.
     traceback = _root_traceback(log, failure)
@@ -142,21 +164,30 @@ def _root_cause(work: Work, log: NodeLog, failure: ElasticFailure) -> None:
         kind, items = traceback
         if kind is ExceptionKind.APPLICATION:
             said = f"torchelastic's root cause: rank {or_unknown(rank)} on {node} exited after an application exception"
-            work.job.append(Candidate("application", [Item(("said-app", rank), said_evidence(said)), summary, *items]))
+            work.job.append(Candidate(
+                "application", [Item(("said-app", rank), said_evidence(said)), summary, *items],
+                (ROOT_CAUSE, APP_EXCEPTION),
+            ))
             return
         if kind is ExceptionKind.CUDA:
             work.add_context(node, [summary, *items])  # the CUDA rule speaks for it
             return
         if kind is ExceptionKind.COMMUNICATION:
-            work.notes.append(
+            work.note(
                 f"torchelastic's root cause rank {or_unknown(rank)} on {node} failed in communication, which follows "
-                "another failure: not attributed to its node by itself"
+                "another failure: not attributed to its node by itself",
+                ROOT_CAUSE,
             )
             work.add_context(node, [summary, *items])
             return
     code = "SIGABRT" if name == "SIGABRT" else f"exit code {or_unknown(failure.exitcode)}"
-    said = f"torchelastic's root cause: rank {or_unknown(rank)} on {node} ended with {code} and no traceback says why"
-    work.node(node, "process_exit", [Item(("said-exit", rank), said_evidence(said)), summary])
+    work.add_context(node, [summary])
+    work.unsettled.setdefault(node, []).append(ROOT_CAUSE)
+    work.note(
+        f"torchelastic's root cause: rank {or_unknown(rank)} on {node} ended with {code} and no traceback says why; "
+        "an exit names no node by itself",
+        ROOT_CAUSE,
+    )
 
 
 def _summary_item(failure: ElasticFailure) -> Item:
@@ -173,6 +204,14 @@ def _signal_name(exitcode: int | None) -> str | None:
         return signals.Signals(-exitcode).name
     except ValueError:
         return f"signal {-exitcode}"
+
+
+def _signal_number(name: str) -> str:
+    """`signal 9` for SIGKILL (a note names no log text)."""
+    try:
+        return f"signal {signals.Signals[name].value}"
+    except KeyError:
+        return name if name.startswith("signal ") else "a signal"
 
 
 def _oom_kill(kills: Sequence[OomKill], failure: ElasticFailure) -> OomKill | None:
@@ -215,20 +254,37 @@ def _traceback_items(t: PythonTraceback) -> list[Item]:
 
 _NETWORK_WORDS = {
     NetworkKind.IB_COMPLETION: "an InfiniBand work completion with an error status",
+    NetworkKind.ASYNC_EVENT: "an InfiniBand port error or fatal device event",
     NetworkKind.PEER_CLOSED: "a connection closed or reset by its peer",
     NetworkKind.CONNECT: "a failed connection to a peer",
     NetworkKind.VERBS_CALL: "a failed InfiniBand verbs call",
 }
 
 
+#: NCCL network warnings that are a sign of the reporting node's own device: its InfiniBand port or device failed
+_LINK_KINDS = frozenset({NetworkKind.ASYNC_EVENT})
+
+
 def _network(work: Work) -> None:
     for node, log in work.logs.items():
         if not log.network:
             continue
-        kinds = sorted({_NETWORK_WORDS[e.kind] for e in log.network})
+        link = [e for e in log.network if e.kind in _LINK_KINDS]
+        other = [e for e in log.network if e.kind not in _LINK_KINDS]
+        for kind in sorted({e.kind for e in other}):
+            signal = BY_ID[kind.value]
+            work.note(f"{node}: NCCL reported {_NETWORK_WORDS[kind]} ({signal.meaning}): it names no node by itself",
+                      signal.id)
+            if signal.meaning is SignalMeaning.AMBIGUOUS:
+                work.unsettled.setdefault(node, []).append(signal.id)
+        if other:
+            work.add_context(node, [Item(("net", e.kind, e.peer, e.status), line_evidence(e.line)) for e in other])
+        if not link:
+            continue
+        kinds = sorted({_NETWORK_WORDS[e.kind] for e in link})
         items = [Item(("said-net",), said_evidence(f"NCCL on {node} reported {', '.join(kinds)}"))]
         named: set[str] = set()
-        for err in log.network:
+        for err in link:
             if err.peer and err.peer not in named:
                 # Each peer once, its statement beside the first line that names it.
                 named.add(err.peer)
@@ -237,7 +293,7 @@ def _network(work: Work) -> None:
                 said = f"the line names the peer {err.peer} ({where}){status}"
                 items.append(Item(("said-peer", err.peer), said_evidence(said)))
             items.append(Item(("net", err.kind, err.peer, err.status), line_evidence(err.line)))
-        work.node(node, "network", items)
+        work.node(node, "network", items, signals=sorted({e.kind.value for e in link}))
 
 
 # ---------------------------------------------------------------- CUDA errors
@@ -255,7 +311,7 @@ def _cuda(work: Work) -> None:
             said = f"{_who(err_list[0], node)} reported {kind.runtime_name}: per NVIDIA, {kind.reason}"
             items = [Item(("said-cuda", kind.runtime_name), said_evidence(said))]
             items += [Item(("cuda", e.text), line_evidence(e.line)) for e in err_list]
-            work.node(node, kind.category, items)
+            work.node(node, kind.category, items, signals=[kind.runtime_name])
         app = by_meaning.get(Meaning.APPLICATION, [])
         if app:
             items = []
@@ -265,10 +321,18 @@ def _cuda(work: Work) -> None:
                 said = f"{_who(err, node)} reported {kind.runtime_name}: per NVIDIA, {kind.reason}"
                 items += [Item(("said-cuda", kind.runtime_name, node), said_evidence(said)),
                           Item(("cuda", err.text), line_evidence(err.line))]
-            work.job.append(Candidate("application", items))
+            names = tuple(sorted({e.kind.runtime_name for e in app if e.kind is not None}))
+            work.job.append(Candidate("application", items, names))
         unknown = by_meaning.get(Meaning.UNKNOWN, [])
         if unknown:
             work.add_context(node, [Item(("cuda", e.text), line_evidence(e.line)) for e in unknown])
+            for name in dict.fromkeys(e.kind.runtime_name if e.kind else UNLISTED_CUDA for e in unknown):
+                work.unsettled.setdefault(node, []).append(name)
+                work.note(
+                    f"{node}: a CUDA error NVIDIA gives no single cause for ({name}) was reported; only the node's own "
+                    "kernel event in the window (Xid, NVSwitch) settles it",
+                    name,
+                )
 
 
 def _by_category(errors: list[CudaError]) -> dict[str, list[CudaError]]:
@@ -281,6 +345,63 @@ def _by_category(errors: list[CudaError]) -> dict[str, list[CudaError]]:
 
 def _who(err: CudaError, node: str) -> str:
     return f"rank {err.rank} on {node}" if err.rank is not None else f"a process on {node}"
+
+
+# ---------------------------------------------------------------- tracebacks and other signal lines
+
+
+def _tracebacks(work: Work) -> None:
+    """A Python traceback that ends in an application exception is the application's, wherever it was printed."""
+    for node, log in work.logs.items():
+        seen: set[str] = set()
+        for t in log.tracebacks:
+            if t.kind is not ExceptionKind.APPLICATION or t.exception in seen:
+                continue
+            seen.add(t.exception)
+            head = t.exception.split(":", 1)[0].strip()
+            said = f"{'rank ' + str(t.rank) if t.rank is not None else 'a process'} on {node} raised {head}"
+            work.job.append(
+                Candidate("application", [Item(("said-tb", node, head), said_evidence(said)), *_traceback_items(t)],
+                          (APP_EXCEPTION,))
+            )
+
+
+def _signal_lines(work: Work) -> None:
+    """Lines read by their markers alone: each signal as its table row says."""
+    for node, log in work.logs.items():
+        by_signal: dict[str, list[SignalHit]] = {}
+        for hit in log.signals:
+            by_signal.setdefault(hit.signal, []).append(hit)
+        for ident, hits in by_signal.items():
+            signal = BY_ID[ident]
+            items = [Item(("signal", ident, h.line.text), line_evidence(h.line)) for h in hits]
+            said = f"{node}: {ident}: {signal.says}"
+            if signal.meaning is SignalMeaning.NODE:
+                assert signal.category is not None
+                work.node(node, signal.category, [Item(("said-signal", ident), said_evidence(said)), *items],
+                          signals=[ident])
+            elif signal.meaning is SignalMeaning.APPLICATION:
+                work.job.append(Candidate("application", [Item(("said-signal", ident, node), said_evidence(said)),
+                                                          *items], (ident,)))
+            else:
+                work.add_context(node, items)
+                if signal.meaning is SignalMeaning.AMBIGUOUS:
+                    work.unsettled.setdefault(node, []).append(ident)
+                work.note(f"{node}: {_MEANING_WORDS[signal.meaning]} ({ident}): it names no node by itself", ident)
+
+
+_MEANING_WORDS = {
+    SignalMeaning.CONFIGURATION: "the job's configuration or environment failed",
+    SignalMeaning.AMBIGUOUS: "a failure with no single cause was reported",
+    SignalMeaning.CONSEQUENCE: "a failure that follows another one was reported",
+}
+
+
+def _silence(work: Work) -> int:
+    """How many nodes' job logs held lines when nothing in any of them was understood (0 otherwise)."""
+    if work.nodes or work.job or work.context or work.noted:
+        return 0
+    return sum(1 for log in work.logs.values() if log.lines)
 
 
 # ---------------------------------------------------------------- deciding
@@ -322,6 +443,10 @@ def _decide(work: Work) -> JobLogConclusions:
         # A named node's own context is part of its finding's story; keep it beside the finding for the merge.
         if n.node in work.context:
             context[n.node] = _bounded(work.context[n.node], work.max_evidence)
+    named = {n.node for n in nodes}
+    decided = [s for node in named for c in work.nodes[node] for s in c.signals]
+    if job is not None:
+        decided += [s for c in job_candidates if c.category == job.category for s in c.signals]
     return JobLogConclusions(
         nodes=nodes,
         job=job,
@@ -329,6 +454,9 @@ def _decide(work: Work) -> JobLogConclusions:
         placement=dict(work.placement),
         ambiguous_ranks=tuple(sorted(work.ambiguous)),
         notes=tuple(dict.fromkeys(work.notes)),
+        unsettled={n: tuple(dict.fromkeys(ids)) for n, ids in work.unsettled.items() if n not in named},
+        decided_by=tuple(dict.fromkeys(decided)),
+        noted=tuple(dict.fromkeys(work.noted)),
     )
 
 

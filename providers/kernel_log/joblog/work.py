@@ -25,7 +25,7 @@ OOM_KILL_AFTER = timedelta(seconds=5)
 #: `last enqueued` / `last completed` numbers then mix with the collectives' (PyTorch's `pgStatus`)
 P2P_OPS = frozenset({"SEND", "RECV", "RECVANYSOURCE"})
 #: categories that show a node's own failure; the others may follow another node's failure
-PRIMARY = frozenset({"gpu_memory", "nvlink", "gpu_unavailable", "gpu_driver", "host_oom", "process_killed"})
+PRIMARY = frozenset({"gpu_memory", "nvlink", "gpu_unavailable", "gpu_driver", "host_oom"})
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,16 @@ class JobLogConclusions:
     ambiguous_ranks: tuple[int, ...]
     #: sentences on what was not concluded and why; node names and ranks only, never log text
     notes: tuple[str, ...]
+    #: per node, the ambiguous signals (signal table ids) its lines hold, which only the node's own kernel event in
+    #: the window can settle
+    unsettled: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: the signal table ids behind the conclusions that stand (node and job)
+    decided_by: tuple[str, ...] = ()
+    #: the signal table ids whose lines were read and said to point at no node (configuration, ambiguous,
+    #: consequence), in the notes
+    noted: tuple[str, ...] = ()
+    #: when no line of any node was understood: how many nodes' job logs held lines (0 otherwise)
+    silence: int = 0
 
 
 # ---------------------------------------------------------------- working types
@@ -84,6 +94,8 @@ class Item:
 class Candidate:
     category: str
     items: list[Item] = field(default_factory=list)
+    #: the signal table ids the candidate was concluded from
+    signals: tuple[str, ...] = ()
 
 
 def line_evidence(line: LogLine) -> Evidence:
@@ -112,9 +124,18 @@ class Work:
     #: global ranks and process groups that timed out on point-to-point work: their numbers are not compared
     p2p_ranks: set[int] = field(default_factory=set)
     p2p_groups: set[str] = field(default_factory=set)
+    #: node -> ambiguous signal ids only the node's kernel event can settle
+    unsettled: dict[str, list[str]] = field(default_factory=dict)
+    #: signal ids read and said (in a note) to point at no node
+    noted: list[str] = field(default_factory=list)
 
-    def node(self, node: str, category: str, items: Iterable[Item]) -> None:
-        self.nodes.setdefault(node, []).append(Candidate(category, list(items)))
+    def node(self, node: str, category: str, items: Iterable[Item], signals: Iterable[str] = ()) -> None:
+        self.nodes.setdefault(node, []).append(Candidate(category, list(items), tuple(signals)))
+
+    def note(self, message: str, signal: str | None = None) -> None:
+        self.notes.append(message)
+        if signal is not None:
+            self.noted.append(signal)
 
     def add_context(self, node: str, items: Iterable[Item]) -> None:
         self.context.setdefault(node, []).extend(items)

@@ -1,0 +1,212 @@
+"""The job-log signal table: every failure signal the job-log reader recognises, loaded from `data/signals.csv`.
+
+Each row names a signal, the literal markers a line must hold for it, how the reader parses such a line, what the
+signal means (node evidence, the application, the job's configuration, ambiguous until corroborated, or a
+consequence of another failure), the category it leads to and the public source of that meaning. The file's header
+states the decision principle; `docs/job-logs.md` lists every row. The reader knows no signal the table lacks: the
+markers are the only words it looks for, and the CUDA table (`cuda_errors.py`) is built from the rows parsed as
+`cuda`.
+
+`markers_in` finds the markers a line holds: a line is first checked for a few short anchors (every marker holds at
+least one), and only lines that hold one are searched for the markers themselves, so that most lines of a training
+log cost a few substring tests.
+"""
+
+from __future__ import annotations
+
+import csv
+import enum
+import functools
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib import resources
+
+from providers.kernel_log.ranking import CATEGORY_RANK
+
+SIGNALS_FILE = "signals.csv"
+#: how a line is read once one of its markers is found (the file's `parse` column)
+PARSES = frozenset({"cuda", "watchdog", "progress", "desync", "elastic", "nccl_net", "exception", "text"})
+#: the length of the anchors the prefilter looks for first
+ANCHOR_LENGTH = 4
+
+
+class SignalMeaning(enum.StrEnum):
+    """What a signal says about who failed."""
+
+    NODE = "node"  # a hardware, driver, link or fabric sign of the node that logged it
+    APPLICATION = "application"  # the program failed: the job's resources as a whole
+    CONFIGURATION = "configuration"  # the job's configuration or environment: no node
+    AMBIGUOUS = "ambiguous"  # no single cause: a node only with corroboration (its kernel event in the window)
+    CONSEQUENCE = "consequence"  # follows another failure: names no node by itself
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One row of the signal table."""
+
+    id: str
+    parse: str
+    meaning: SignalMeaning
+    category: str | None
+    markers: tuple[str, ...]
+    says: str
+    never: str
+    example: str
+    source: str
+
+
+class SignalTableError(ValueError):
+    """The signal table breaks its own format (a packaging or editing mistake, found at import)."""
+
+
+def parse_signals(text: str) -> tuple[Signal, ...]:
+    """The rows of a signal table file, checked: unique ids, known parses and meanings, categories the ranking has."""
+    reader = csv.DictReader(line for line in text.splitlines() if line and not line.startswith("#"))
+    rows: list[Signal] = []
+    seen: set[str] = set()
+    for number, raw in enumerate(reader, start=1):
+        if None in raw or any(value is None for value in raw.values()):
+            raise SignalTableError(f"row {number}: wrong number of columns")
+        ident = raw["id"].strip()
+        if not ident or ident in seen:
+            raise SignalTableError(f"row {number}: missing or repeated id {ident!r}")
+        seen.add(ident)
+        try:
+            meaning = SignalMeaning(raw["meaning"].strip())
+        except ValueError:
+            raise SignalTableError(f"{ident}: unknown meaning {raw['meaning']!r}") from None
+        parse = raw["parse"].strip()
+        if parse not in PARSES:
+            raise SignalTableError(f"{ident}: unknown parse {parse!r}")
+        category = raw["category"].strip() or None
+        if category is not None and category not in CATEGORY_RANK:
+            raise SignalTableError(f"{ident}: category {category!r} is not in the ranking")
+        if meaning is SignalMeaning.NODE and category is None:
+            raise SignalTableError(f"{ident}: a node signal needs a category")
+        if meaning is SignalMeaning.APPLICATION and category != "application":
+            raise SignalTableError(f"{ident}: an application signal's category is `application`")
+        markers = tuple(m for m in raw["markers"].split("|"))
+        if not markers or any(len(m.strip()) < 3 for m in markers):
+            raise SignalTableError(f"{ident}: every marker needs at least three characters")
+        for field in ("says", "never", "example", "source"):
+            if not raw[field].strip():
+                raise SignalTableError(f"{ident}: empty {field}")
+        rows.append(
+            Signal(ident, parse, meaning, category, markers, raw["says"].strip(), raw["never"].strip(),
+                   raw["example"], raw["source"].strip())
+        )
+    if not rows:
+        raise SignalTableError("the signal table is empty")
+    return tuple(rows)
+
+
+@functools.cache
+def signal_table() -> tuple[Signal, ...]:
+    """The table shipped beside this module."""
+    text = resources.files("providers.kernel_log.joblog").joinpath("data", SIGNALS_FILE).read_text(encoding="utf-8")
+    return parse_signals(text)
+
+
+def anchors_for(markers: Iterable[str]) -> tuple[str, ...]:
+    """A few short substrings such that every marker holds at least one (a greedy cover by 4-character pieces).
+
+    A line that holds none of them holds no marker. Pieces without a space are preferred, and among them those with
+    a capital, a digit or a sign, which ordinary training output holds less often than lower-case words.
+    """
+    pending = set(markers)
+    chosen: list[str] = []
+    while pending:
+        scores: dict[str, float] = {}
+        for marker in pending:
+            pieces = {marker[i : i + ANCHOR_LENGTH] for i in range(max(1, len(marker) - ANCHOR_LENGTH + 1))}
+            for piece in pieces:
+                scores[piece] = scores.get(piece, 0.0) + _weight(piece)
+        best = max(sorted(scores), key=lambda piece: scores[piece])
+        chosen.append(best)
+        pending = {m for m in pending if best not in m}
+    return tuple(chosen)
+
+
+#: pieces ordinary training output holds on most lines (NCCL's INFO lines, PyTorch's C++ log lines): never anchors
+COMMON_PIECES = frozenset({"NCCL", "INFO", "Proc", "rank", "Rank", "CUDA", "WARN"})
+
+
+def _weight(piece: str) -> float:
+    if " " in piece or piece in COMMON_PIECES:
+        return 0.01
+    if piece.isalpha() and piece.islower():
+        return 1.0
+    return 3.0
+
+
+SIGNALS: tuple[Signal, ...] = signal_table()
+BY_ID: dict[str, Signal] = {s.id: s for s in SIGNALS}
+#: marker -> the signals that list it (a marker may be shared)
+BY_MARKER: dict[str, tuple[Signal, ...]] = {}
+for _signal in SIGNALS:
+    for _marker in _signal.markers:
+        BY_MARKER[_marker] = (*BY_MARKER.get(_marker, ()), _signal)
+MARKERS: tuple[str, ...] = tuple(sorted(BY_MARKER, key=lambda m: (-len(m), m)))
+#: the markers that say a line is about CUDA: a `cuda` row's runtime and driver names, and every marker of the row
+#: for errors the table does not list; a `cuda` row's messages count only on a line that holds one of these
+CUDA_CONTEXT: tuple[str, ...] = tuple(
+    dict.fromkeys(
+        m
+        for s in SIGNALS
+        if s.parse == "cuda"
+        for m in s.markers
+        if m.startswith(("cudaError", "CUDA_ERROR_", "CUDA ")) or s.id == "cuda_error_unlisted"
+    )
+)
+#: markers a line must hold by itself: every marker, except `cuda` rows' messages (they need a context marker)
+STANDALONE: tuple[str, ...] = tuple(
+    m for m in MARKERS if m in CUDA_CONTEXT or any(s.parse != "cuda" for s in BY_MARKER[m])
+)
+ANCHORS: tuple[str, ...] = anchors_for(STANDALONE)
+
+
+def _trie_pattern(words: Iterable[str]) -> str:
+    """One regular expression matching any of `words`, as a trie (it fails faster at each position than a flat
+    alternation of the same words)."""
+    root: dict[str, dict] = {}
+    for word in words:
+        node = root
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def emit(node: dict[str, dict]) -> str:
+        alternatives = ["" if char == "" else re.escape(char) + emit(sub) for char, sub in sorted(node.items())]
+        return alternatives[0] if len(alternatives) == 1 else "(?:" + "|".join(alternatives) + ")"
+
+    return emit(root)
+
+
+_ANCHOR_PATTERN = re.compile(_trie_pattern(ANCHORS))
+#: every anchor occurrence, overlapping ones too (all anchors have the same length, so one matches per position)
+_ANCHOR_AT = re.compile(f"(?=({_trie_pattern(ANCHORS)}))")
+#: for each anchor, the markers a line must hold by itself that contain it
+_BY_ANCHOR: dict[str, tuple[str, ...]] = {a: tuple(m for m in STANDALONE if a in m) for a in ANCHORS}
+
+
+def markers_in(text: str) -> tuple[str, ...]:
+    """The markers `text` holds, in the order they first occur (a `cuda` row's message only beside a CUDA context
+    marker)."""
+    if _ANCHOR_PATTERN.search(text) is None:
+        return ()
+    candidates = dict.fromkeys(m for hit in _ANCHOR_AT.finditer(text) for m in _BY_ANCHOR[hit.group(1)])
+    found = [m for m in candidates if m in text]
+    if any(m in CUDA_CONTEXT for m in found):
+        found.extend(m for m in MARKERS if m not in STANDALONE and m in text)
+    found.sort(key=text.find)
+    return tuple(found)
+
+
+def signals_in(text: str) -> tuple[Signal, ...]:
+    """The signals whose markers `text` holds, in table order."""
+    found = markers_in(text)
+    if not found:
+        return ()
+    ids = {s.id for m in found for s in BY_MARKER[m]}
+    return tuple(s for s in SIGNALS if s.id in ids)

@@ -1,0 +1,34 @@
+"""Every case of the incident corpus is answered through the service as its report says, or is a known miss whose
+reason its case.json states; no answer ever names a node its report contradicts. SOURCES.md lists every case."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.incidents.corpus import CASES, answer, as_the_report_says, cases, contradicted, expected_findings
+
+ALL = cases()
+
+
+@pytest.mark.parametrize("case", ALL, ids=[c.id for c in ALL])
+def test_the_case_is_answered_as_its_report_says(case, tmp_path: Path) -> None:  # noqa: ANN001
+    result = answer(case, tmp_path)
+    assert contradicted(case, result) == []
+    if case.known_miss is None:
+        assert result.findings == expected_findings(case)
+        assert as_the_report_says(case, result)
+    else:
+        # A known miss stays pinned: if the answer changes, its case.json must say so.
+        assert not as_the_report_says(case, result)
+
+
+def test_the_corpus_is_large_enough_and_a_third_of_it_names_no_node() -> None:
+    no_node = [c for c in ALL if c.expected["target"] in ("none", "AllJobResources")]
+    assert len(ALL) >= 60 and 3 * len(no_node) >= len(ALL)
+    # Every case's logs come from its report and every case names its source in SOURCES.md.
+    sources = (CASES.parent / "SOURCES.md").read_text()
+    for case in ALL:
+        assert f"`{case.id}`" in sources and case.source in sources
+        assert set(case.logs) <= set(case.nodes)
