@@ -14,8 +14,9 @@ from providers.kernel_log.joblog.signals import ANCHORS
 
 
 def markers() -> tuple[str, ...]:
-    """The texts of which a job-log line holds at least one when the node parser may take a record from it."""
-    return (
+    """The texts of which a job-log line holds at least one when the node parser may take a record from it (each
+    once: an anchor of the table may also be a structural marker)."""
+    return tuple(dict.fromkeys((
         # The signal table's records (signals.signals_in): every marker of the table holds one of its anchors
         # (signals.anchors_for), so a line a record comes from holds one of these
         *ANCHORS,
@@ -46,7 +47,7 @@ def markers() -> tuple[str, ...]:
         "exitcode",
         "error_file",
         "traceback",
-    )
+    )))
 
 
 __all__ = ["markers"]
