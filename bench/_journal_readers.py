@@ -3,6 +3,7 @@ first entry past `hi` of every file, by seeking the file's time index, and retur
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from pathlib import Path
 
@@ -44,7 +45,7 @@ def cysystemd_per_file(files: list[str], scope: list[str], lo: datetime, hi: dat
     entries, hosts = 0, set()
     for path in files:
         reader = JournalReader()
-        reader.open_files(path)
+        reader.open_files(os.path.realpath(path))  # cysystemd dies on a symbolic link (see sources/journal.py)
         reader.seek_realtime_usec(lo_us)
         for entry in reader:
             entries += 1
@@ -65,7 +66,7 @@ def systemd_python_per_file(files: list[str], scope: list[str], lo: datetime, hi
     lo_us, hi_us = usec(lo), usec(hi)
     entries, hosts = 0, set()
     for path in files:
-        reader = journal.Reader(files=[path], converters={"__REALTIME_TIMESTAMP": int})
+        reader = journal.Reader(files=[os.path.realpath(path)], converters={"__REALTIME_TIMESTAMP": int})
         mine = [h for h in reader.query_unique("_HOSTNAME") if (h.decode() if isinstance(h, bytes) else h) in wanted]
         if not mine:
             reader.close()

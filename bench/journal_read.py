@@ -7,7 +7,8 @@ The files are made once (kept in DIR, by default a folder under the system's tem
 systemd-journal-remote from Journal Export Format text: every host logs a kernel line every five minutes for a day
 and a line of sshd every seven; eight hosts log an Xid 79 just before the failure time. Each file is written with
 8 MiB allocated; `fallocate --dig-holes` gives the zeros back, so that 4,096 files take some hundred MB of disk.
-Prints, for each reader: the time to read the fast window of a scope of `--scope` hosts and of every host (twice:
+`--use N` reads only the first N of the files (N files whose pages fit in the page cache, for example). Prints, for
+each reader: the time to read the fast window of a scope of `--scope` hosts and of every host (twice:
 the second pass finds the files' pages in the page cache, where memory allows), the entries read and the hosts seen.
 systemd-python is measured where it is installed (it builds against libsystemd-dev; it is not in the requirements).
 """
@@ -83,6 +84,7 @@ def main() -> None:
     parser.add_argument("--scope", type=int, default=8)
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "adapter-bench-journals")
     parser.add_argument("--make-only", action="store_true")
+    parser.add_argument("--use", type=int, help="read only the first USE files (symbolic links in a folder beside)")
     args = parser.parse_args()
     folder = args.dir / f"hosts-{args.hosts}"
     started = time.perf_counter()
@@ -94,10 +96,18 @@ def main() -> None:
     from bench._journal_readers import READERS  # noqa: PLC0415
 
     lo, hi = FAILURE - LOOKBACK, FAILURE + GRACE
+    if args.use is not None and args.use < args.hosts:
+        subset = args.dir / f"hosts-{args.hosts}-first-{args.use}"
+        subset.mkdir(exist_ok=True)
+        for i in range(args.use):
+            link = subset / f"remote-{host_name(i)}.journal"
+            if not link.exists():
+                link.symlink_to(folder / link.name)
+        folder = subset
     files = sorted(str(p) for p in folder.glob("*.journal"))
     for name, read in READERS.items():
         missing = False
-        for scope_size in (args.scope, args.hosts):
+        for scope_size in (args.scope, len(files)):
             if missing:
                 break
             scope = [host_name(i) for i in range(scope_size)]

@@ -311,6 +311,24 @@ def test_a_corrupt_or_truncated_file_is_skipped_with_a_warning_naming_it(
         assert f"journal file {name} could not be read" in warned, warned
 
 
+def test_symbolic_links_are_followed_and_broken_ones_skipped(
+    tmp_path: Path, sample_journals: Path, caplog: pytest.LogCaptureFixture
+):
+    # Mounted volumes often hold links (a hostPath tree, a synced copy): a link to a journal file is read; a dangling
+    # link and a loop name no file and are left out, and the reader refuses them with an OSError, never taking the
+    # process down (the reader library itself recurses without end on a link).
+    (tmp_path / "remote-worker-01.journal").symlink_to(sample_journals / "remote-worker-01.journal")
+    (tmp_path / "remote-gone.journal").symlink_to(tmp_path / "missing.journal")
+    (tmp_path / "remote-loop.journal").symlink_to(tmp_path / "remote-loop.journal")
+    with caplog.at_level(logging.WARNING, logger="attribution_adapter.kernel_log"):
+        outcome = _journal_provider(tmp_path).fast(make_request(["worker-01"]), deadline(), None)
+    assert [(f.target.name, f.error_category) for f in outcome.attributions] == [("worker-01", "gpu_off_bus")]
+    assert JournalReaderFile(str(tmp_path / "remote-worker-01.journal")).first() is not None
+    for broken in ("remote-gone.journal", "remote-loop.journal"):
+        with pytest.raises(OSError):
+            JournalReaderFile(str(tmp_path / broken))
+
+
 def test_the_window_is_read_by_seeking_the_time_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     # A week of one entry a minute (10,080 entries) with the Xid at the failure time: only the window's entries and
     # the ones at its edges are decoded, never the whole file.

@@ -20,8 +20,10 @@ a warning naming it; the others are read.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import stat
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -204,8 +206,13 @@ class JournalReaderFile:
     def __init__(self, path: str) -> None:
         from cysystemd.reader import JournalReader  # imported here: only this source needs the library
 
+        # cysystemd 2.0.5 recurses without end, and the process dies, on a path that is a symbolic link: it gets the
+        # file's real path, which must name a regular file (strict: a dangling link or a loop is an OSError here).
+        real = os.path.realpath(path, strict=True)
+        if os.path.islink(real) or not stat.S_ISREG(os.stat(real).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
         self._reader = JournalReader()
-        self._reader.open_files(path)
+        self._reader.open_files(real)
 
     def entry_before(self, usec_at: int) -> Entry | None:
         """The last entry earlier than `usec_at`, or None."""
