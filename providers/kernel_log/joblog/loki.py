@@ -50,7 +50,7 @@ from providers.kernel_log.joblog.lines import NodeParser
 from providers.kernel_log.joblog.markers import markers
 from providers.kernel_log.joblog.nodes import NodeResolver
 from providers.kernel_log.joblog.source import JobLogs, resolver
-from providers.kernel_log.loki.client import encoded_length, get_json, ns_span, read_entries, session
+from providers.kernel_log.loki.client import encoded_length, get_json, ns_span, read_entries, results, session
 from providers.kernel_log.loki.fanout import NotFinished, Pool, until_for
 from providers.kernel_log.loki.logql import (
     SelectorTemplate,
@@ -469,13 +469,8 @@ class LokiJobLogSource:
         body = self._get(self.instant_endpoint, {"query": placement_query(selector, seconds, self.host_label),
                                                  "time": at}, headers, deadline)
         unreadable = ProviderProcessingError(f"{SOURCE} answered with an unreadable body", kind=SourceFailure.MALFORMED)
-        if not isinstance(body, dict) or body.get("status") != "success":
-            raise unreadable
-        data = body.get("data")
-        if not isinstance(data, dict) or data.get("resultType") != "vector" or not isinstance(data.get("result"), list):
-            raise unreadable
         out = []
-        for series in data["result"]:
+        for series in results(body, "vector", SOURCE):
             metric = series.get("metric") if isinstance(series, dict) else None
             if not isinstance(metric, dict):
                 raise unreadable

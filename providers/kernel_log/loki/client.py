@@ -212,17 +212,22 @@ def _read_body(response: requests.Response, deadline: Deadline, source: str) -> 
         chunks.append(chunk)
 
 
+def results(body: Any, result_type: str, source: str = SOURCE) -> list[Any]:
+    """The `data.result` list of a successful Loki answer of `result_type` (`streams`, `vector`); anything else is a
+    ProviderProcessingError (malformed) naming `source`."""
+    data = body.get("data") if isinstance(body, dict) and body.get("status") == "success" else None
+    if not isinstance(data, dict) or data.get("resultType") != result_type or not isinstance(data.get("result"), list):
+        raise ProviderProcessingError(f"{source} answered with an unreadable body", kind=SourceFailure.MALFORMED)
+    return data["result"]
+
+
 def read_entries(body: Any, host_label: str, source: str = SOURCE) -> tuple[list[tuple[str, int, str]], int]:
     """(host, ns timestamp, line) of every entry with a host label, in time order, and the count of all entries."""
     unreadable = ProviderProcessingError(f"{source} answered with an unreadable body", kind=SourceFailure.MALFORMED)
-    if not isinstance(body, dict) or body.get("status") != "success":
-        raise unreadable
-    data = body.get("data")
-    if not isinstance(data, dict) or data.get("resultType") != "streams" or not isinstance(data.get("result"), list):
-        raise unreadable
+    streams = results(body, "streams", source)
     out: list[tuple[str, int, str]] = []
     total = 0
-    for stream in data["result"]:
+    for stream in streams:
         if not isinstance(stream, dict):
             raise unreadable
         labels = stream.get("stream")
