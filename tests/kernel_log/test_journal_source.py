@@ -370,6 +370,19 @@ def test_kernel_messages_by_transport_or_by_a_forwarders_identifier(tmp_path: Pa
     assert [t.name for t in outcome.unattributed_targets] == ["from-a-program"]
 
 
+def test_a_kernel_stamp_kept_in_the_message_is_read_as_the_text_tree_reads_it(tmp_path: Path):
+    # A forwarder that read a text log into the journal leaves the kernel's stamp in MESSAGE.
+    line = "NVRM: Xid (PCI:0000:07:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+    at = datetime(2026, 9, 9, 11, 59, 30, 120000, tzinfo=UTC)
+    write_journal(export_text([(at, {"_HOSTNAME": "gpu-1", "SYSLOG_IDENTIFIER": "kernel",
+                                     "MESSAGE": f"[ 1843.308145] {line}"})]), tmp_path / "remote.journal")  # fmt: skip
+    (finding,) = _journal_provider(tmp_path).fast(make_request(["gpu-1"]), deadline(), None).attributions
+    assert finding.error_category == "gpu_off_bus"
+    assert [e.message for e in finding.evidence] == [
+        f"2026-09-09T11:59:30.120000+00:00 gpu-1 kernel: [ 1843.308145] {line}"
+    ]
+
+
 def test_node_identity_follows_the_hostname_rule(tmp_path: Path, sample_journals: Path):
     line = "NVRM: Xid (PCI:0000:07:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
     at = DETECTED - timedelta(seconds=30)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import re
 import stat
 import struct
 from collections.abc import Iterator
@@ -52,6 +53,8 @@ CHECK_EVERY = 256
 #: entries sharing one time stepped over when looking for the entry before a time; past this many the entry
 #: before is not looked for (it only shows that the node's journal reaches back before the window)
 MAX_SAME_TIME = 4096
+#: the kernel's `[seconds]` stamp (and a `[T<pid>]` caller id) at the start of a message, as parse.py reads it
+_MESSAGE_STAMP = re.compile(r"\[( *\d+\.\d+)\] (?:\[ *[TC]\d+\] )?")
 #: a journal file, current, archived (`name@...journal`) or left dirty (`.journal~`)
 SUFFIXES = (".journal", ".journal~")
 #: what libsystemd and the reader raise for a file they cannot use
@@ -183,7 +186,15 @@ def entry_of(realtime_usec: int, data: dict[str, Any]) -> Entry:
     else:
         tag = _text(data.get("SYSLOG_IDENTIFIER")) or _text(data.get("_COMM")) or "-"
     message = (_text(data.get("MESSAGE")) or "").replace("\x00", "")
-    mono = kernel_stamp(_text(data.get("_SOURCE_MONOTONIC_TIMESTAMP"))) if tag == KERNEL_TAG else None
+    mono = None
+    if tag == KERNEL_TAG:
+        mono = kernel_stamp(_text(data.get("_SOURCE_MONOTONIC_TIMESTAMP")))
+        # A forwarder that took the line from a text log keeps the kernel's stamp in the message: read it as
+        # the files source reads it, so the message classifies the same and the stamp is written once.
+        found = _MESSAGE_STAMP.match(message)
+        if found is not None:
+            message = message[found.end() :]
+            mono = mono or found.group(1)
     return Entry(realtime_usec, _text(data.get("_HOSTNAME")), tag, message, mono)
 
 
