@@ -476,7 +476,7 @@ def test_a_combined_file_parses_only_the_lines_that_can_be_the_scopes_hosts(tmp_
     """In a combined file, a line naming no scope node's short name (case-insensitively) is another host's: it is
     left out without being parsed, and the answer is still exactly the line-by-line one (a scope node logging
     under its FQDN in capitals, another host's line mentioning a scope node, events of every host)."""
-    from providers.kernel_log.kernel.sources import files
+    from providers.kernel_log.kernel.sources import reader
 
     lines = []
     hosts = ("worker-01", "WORKER-02.cluster.local", "storage-17", "login-3", "gpu-9")
@@ -492,8 +492,8 @@ def test_a_combined_file_parses_only_the_lines_that_can_be_the_scopes_hosts(tmp_
     window = Window(DETECTED - timedelta(minutes=15), DETECTED + timedelta(minutes=2))
     nodes = ["worker-01", "worker-02", "worker-05"]
     parsed: list[str] = []
-    real = files.parse_line
-    monkeypatch.setattr(files, "parse_line", lambda text, ctx: parsed.append(text) or real(text, ctx))
+    real = reader.parse_line
+    monkeypatch.setattr(reader, "parse_line", lambda text, ctx: parsed.append(text) or real(text, ctx))
     fast = scan(FileSource(tmp_path), nodes, window)
     fast_parsed = len(parsed)
     slow = scan(FileSource(tmp_path, cache_entries=0, by_stamps=False), nodes, window)
@@ -626,11 +626,11 @@ def test_records_across_the_edges_of_blocks_counted_from_their_summaries(
     it or not) or an unstamped line that continues it; windows starting and ending at the stamps of blocks' first
     and last lines. Blocks wholly inside a window are counted from their kept summaries, their last line left
     unparsed until a next line could continue it: every answer is the line-by-line one, cold and warm."""
-    from providers.kernel_log.kernel.sources import files
+    from providers.kernel_log.kernel.sources import reader
 
     opened: list[int] = []
-    real = files._Reader._open_pending
-    monkeypatch.setattr(files._Reader, "_open_pending", lambda self: opened.append(1) or real(self))
+    real = reader.Reader._open_pending
+    monkeypatch.setattr(reader.Reader, "_open_pending", lambda self: opened.append(1) or real(self))
     rng = random.Random(seed)
     start = DETECTED - timedelta(minutes=60)
     lines: list[str] = []
