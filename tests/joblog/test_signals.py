@@ -78,10 +78,9 @@ def test_every_row_is_reached_by_its_example(row_id: str) -> None:
     assert row_id in reached(_parse(_lines(row_id)))
 
 
-@pytest.mark.parametrize("row_id", [s.id for s in SIGNALS])
+# torchelastic's summary and the desync report are printed by the launcher, with no rank prefix: not asked of them.
+@pytest.mark.parametrize("row_id", [s.id for s in SIGNALS if s.parse not in ("elastic", "desync")])
 def test_every_row_is_reached_behind_a_collector_and_a_rank_prefix(row_id: str) -> None:
-    if BY_ID[row_id].parse in ("elastic", "desync"):
-        pytest.skip("torchelastic's summary and the desync report are printed by the launcher, with no rank prefix")
     lines = [f"2025-06-26T06:24:44.906457629Z stderr F [rank3]:{line}" for line in _lines(row_id)]
     assert row_id in reached(_parse(lines))
 
