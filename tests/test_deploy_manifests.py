@@ -209,8 +209,8 @@ def test_the_adapters_own_boot_accepts_the_environment_and_binds_all_pod_interfa
     assert Settings.from_env(env).provider == env["ATTRIBUTION_PROVIDER"]
 
 
-def test_kernel_log_files_reads_both_trees_from_a_read_only_volume_laid_out_as_the_samples():
-    docs = _objects(KUSTOMIZE_DIR / "overlays" / "kernel-log-files")
+def _telemetry_volume(docs: list[dict]) -> tuple[dict[str, str], dict]:
+    """The container's environment and its one telemetry mount, checked read-only down to a ReadOnlyMany claim."""
     env = _environment(docs)
     pod = _pod_spec(docs)
     container = _container(docs)
@@ -222,6 +222,12 @@ def test_kernel_log_files_reads_both_trees_from_a_read_only_volume_laid_out_as_t
     pvc = _one(docs, "PersistentVolumeClaim")
     assert pvc["metadata"]["name"] == claim["claimName"]
     assert pvc["spec"]["accessModes"] == ["ReadOnlyMany"]
+    return env, mount
+
+
+def test_kernel_log_files_reads_both_trees_from_a_read_only_volume_laid_out_as_the_samples():
+    docs = _objects(KUSTOMIZE_DIR / "overlays" / "kernel-log-files")
+    env, mount = _telemetry_volume(docs)
     options = dict(env)
     for setting, sample in (("ATTRIBUTION_KERNEL_LOG_DIR", "kernel-logs"), ("ATTRIBUTION_EPILOG_DIR", "epilog")):
         path = Path(env[setting])
@@ -235,17 +241,7 @@ def test_kernel_log_files_reads_both_trees_from_a_read_only_volume_laid_out_as_t
 
 def test_kernel_log_journal_reads_journal_files_from_a_read_only_volume(tmp_path: Path):
     docs = _objects(KUSTOMIZE_DIR / "overlays" / "kernel-log-journal")
-    env = _environment(docs)
-    pod = _pod_spec(docs)
-    container = _container(docs)
-    volumes = {v["name"]: v for v in pod["volumes"]}
-    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] != "/tmp"]
-    assert mount["readOnly"] is True
-    claim = volumes[mount["name"]]["persistentVolumeClaim"]
-    assert claim["readOnly"] is True
-    pvc = _one(docs, "PersistentVolumeClaim")
-    assert pvc["metadata"]["name"] == claim["claimName"]
-    assert pvc["spec"]["accessModes"] == ["ReadOnlyMany"]
+    env, mount = _telemetry_volume(docs)
     assert Path(env["ATTRIBUTION_JOURNAL_DIR"]) == Path(mount["mountPath"])
     # With journal files on the volume, as systemd-journal-remote writes them, the provider builds as at boot.
     (tmp_path / "remote-worker-01.journal").write_bytes(b"")
