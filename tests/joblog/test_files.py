@@ -25,13 +25,14 @@ def _read(
 ) -> tuple[JobLogRead, dict[str, list[str]]]:
     got: dict[str, list[str]] = {}
 
-    def sink_for(node: str) -> Callable[[str], None]:
+    def sink_for(node: str) -> Callable[[bytes], None]:
         got[node] = []
 
-        def sink(line: str) -> None:
-            got[node].append(line)
-            if on_line:
-                on_line(node, line)
+        def sink(data: bytes) -> None:
+            for line in files.text_lines(data):
+                got[node].append(line)
+                if on_line:
+                    on_line(node, line)
 
         return sink
 

@@ -37,8 +37,9 @@ MAX_DIR_ENTRIES = 256 * 1024
 MAX_ROTATED_FILES = 16
 READ_CHUNK = 1024 * 1024
 
-#: where a node's lines go, oldest first (one call per line, without its newline)
-LineSink = Callable[[str], None]
+#: where a node's lines go, oldest first, as bytes: one call per file read, holding its whole lines (the first one
+#: complete, the last one maybe without its newline); `text_lines` gives them as text
+TailSink = Callable[[bytes], None]
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ def read_job_logs(
     attempt_index: int,
     nodes: Sequence[str],
     resolve: NodeResolver,
-    sink_for: Callable[[str], LineSink],
+    sink_for: Callable[[str], TailSink],
     deadline: Deadline,
     limits: ReadLimits | None = None,
 ) -> JobLogRead:
@@ -285,7 +286,7 @@ def _check(deadline: Deadline) -> None:
 
 
 def _read_node(
-    node: str, files: list[_LogFile], share: int, budget: _Budget, sink_for: Callable[[str], LineSink],
+    node: str, files: list[_LogFile], share: int, budget: _Budget, sink_for: Callable[[str], TailSink],
     deadline: Deadline,
 ) -> NodeRead:
     """Read the newest `share` bytes of a node's files and feed their lines, oldest first."""
@@ -406,20 +407,26 @@ def _gz_tail(path: Path, need: int, budget: _Budget, deadline: Deadline) -> tupl
     return bytes(tail), reader.inflated > len(tail), counter.count, True
 
 
-def _feed(data: bytes, partial: bool, sink: LineSink) -> None:
-    """Hand `data`'s lines to `sink`, dropping a first line that was cut by the tail's start."""
+def _feed(data: bytes, partial: bool, sink: TailSink) -> None:
+    """Hand `data`'s whole lines to `sink`, dropping a first line that was cut by the tail's start."""
     if partial:
         first = data.find(b"\n")
         if first < 0:
             return
         data = data[first + 1 :]
+    if data:
+        sink(data)
+
+
+def text_lines(data: bytes) -> list[str]:
+    """The lines of what a `TailSink` is given, as the node parser reads them: decoded (an invalid byte replaced),
+    without their newlines, each cut at MAX_LINE_CHARS."""
     if not data:
-        return
+        return []
     lines = data.decode("utf-8", "replace").split("\n")
     if data.endswith(b"\n"):
         lines.pop()  # the empty text after the last newline is no line
-    for line in lines:
-        sink(line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS])
+    return [line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] for line in lines]
 
 
 def _describe(exc: BaseException) -> str:

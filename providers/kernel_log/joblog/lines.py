@@ -166,6 +166,36 @@ class NodeParser:
         if hits:
             self._records(rank, group, body, self._line(), hits)
 
+    @property
+    def in_block(self) -> bool:
+        """Whether the next lines may continue a block being followed (a traceback, torchelastic's summary, a CRI
+        line in parts): such lines must be fed one by one, whatever they hold."""
+        return bool(self._open_tracebacks or self._partial) or (
+            self._elastic_section is not None or self._elastic_entry is not None
+        )
+
+    def absorb(self, lines: int, seen: dict[int, tuple[int, int, str]], last_rank: int | None) -> None:
+        """Take `lines` lines at once that hold no marker and open no block (`prefilter.feed_tail` finds them):
+        they only place ranks. `seen` maps each rank to (its prefixed lines among them, the 1-based position of its
+        last one, that line's text), in order of first sight; `last_rank` is the rank of the last prefixed line."""
+        base = self._number
+        for rank, (count, index, raw) in seen.items():
+            split = self._split(raw)
+            if split is None:  # a CRI partial line is never absorbed; read it as fed, should one come
+                continue
+            text, _, stamp = split
+            entry = self._seen.get(rank)
+            if entry is None:
+                if len(self._seen) >= MAX_RECORDS:
+                    continue
+                self._seen[rank] = [count, base + index, text, stamp, False]
+            else:
+                entry[0] += count
+                entry[1], entry[2], entry[3], entry[4] = base + index, text, stamp, False
+        self._number = base + lines
+        if last_rank is not None:
+            self._last_prefixed_rank = last_rank
+
     def _line(self) -> LogLine:
         """The current line as evidence (built once, and only for lines that become evidence)."""
         if self._current_line is None:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from providers.base import Deadline
-from providers.kernel_log.joblog.files import JobLogRead, LineSink, ReadLimits, read_job_logs
+from providers.kernel_log.joblog.files import JobLogRead, ReadLimits, TailSink, read_job_logs
 from providers.kernel_log.joblog.lines import NodeParser
 from providers.kernel_log.joblog.nodes import ResolverFactory, exact_resolver
+from providers.kernel_log.joblog.prefilter import feed_tail
 from providers.kernel_log.joblog.records import NodeLog
 
 
@@ -40,9 +42,9 @@ def scan_job_logs(
     resolve = resolver_factory(nodes)
     parsers: dict[str, NodeParser] = {}
 
-    def sink_for(node: str) -> LineSink:
+    def sink_for(node: str) -> TailSink:
         parser = parsers[node] = NodeParser(node, resolve)
-        return parser.feed
+        return functools.partial(feed_tail, parser)
 
     read = read_job_logs(root, workload_id, attempt_index, nodes, resolve, sink_for, deadline, limits)
     late = set(read.late)

@@ -7,9 +7,9 @@ states the decision principle; `docs/job-logs.md` lists every row. The reader kn
 markers are the only words it looks for, and the CUDA table (`cuda_errors.py`) is built from the rows parsed as
 `cuda`.
 
-`markers_in` finds the markers a line holds: a line is first checked for a few short anchors (every marker holds at
-least one), and only lines that hold one are searched for the markers themselves, so that most lines of a training
-log cost a few substring tests.
+`markers_in` finds the markers a line holds with one RE2 set of all of them (one pass over the line); `ANCHORS`, a
+few short pieces of which every marker holds one, are what a backend that filters lines first (Loki's `|~`) is
+asked for.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from __future__ import annotations
 import csv
 import enum
 import functools
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
+
+import re2
 
 from providers.kernel_log.ranking import CATEGORY_RANK
 
@@ -166,40 +167,30 @@ STANDALONE: tuple[str, ...] = tuple(
 ANCHORS: tuple[str, ...] = anchors_for(STANDALONE)
 
 
-def _trie_pattern(words: Iterable[str]) -> str:
-    """One regular expression matching any of `words`, as a trie (it fails faster at each position than a flat
-    alternation of the same words)."""
-    root: dict[str, dict] = {}
-    for word in words:
-        node = root
-        for char in word:
-            node = node.setdefault(char, {})
-        node[""] = {}
-
-    def emit(node: dict[str, dict]) -> str:
-        alternatives = ["" if char == "" else re.escape(char) + emit(sub) for char, sub in sorted(node.items())]
-        return alternatives[0] if len(alternatives) == 1 else "(?:" + "|".join(alternatives) + ")"
-
-    return emit(root)
+def _marker_set() -> re2.Set:
+    found = re2.Set.SearchSet()
+    for marker in MARKERS:
+        found.Add(re2.escape(marker))
+    found.Compile()
+    return found
 
 
-_ANCHOR_PATTERN = re.compile(_trie_pattern(ANCHORS))
-#: every anchor occurrence, overlapping ones too (all anchors have the same length, so one matches per position)
-_ANCHOR_AT = re.compile(f"(?=({_trie_pattern(ANCHORS)}))")
-#: for each anchor, the markers a line must hold by itself that contain it
-_BY_ANCHOR: dict[str, tuple[str, ...]] = {a: tuple(m for m in STANDALONE if a in m) for a in ANCHORS}
+#: every marker of the table as one RE2 set: one pass over a line tells which of them it holds
+_MARKER_SET = _marker_set()
+_STANDALONE = frozenset(STANDALONE)
+_ORDER = {m: i for i, m in enumerate(MARKERS)}
 
 
 def markers_in(text: str) -> tuple[str, ...]:
     """The markers `text` holds, in the order they first occur (a `cuda` row's message only beside a CUDA context
     marker)."""
-    if _ANCHOR_PATTERN.search(text) is None:
+    hits = _MARKER_SET.Match(text)
+    if not hits:
         return ()
-    candidates = dict.fromkeys(m for hit in _ANCHOR_AT.finditer(text) for m in _BY_ANCHOR[hit.group(1)])
-    found = [m for m in candidates if m in text]
-    if any(m in CUDA_CONTEXT for m in found):
-        found.extend(m for m in MARKERS if m not in STANDALONE and m in text)
-    found.sort(key=text.find)
+    found = [MARKERS[i] for i in hits]
+    if not any(m in CUDA_CONTEXT for m in found):
+        found = [m for m in found if m in _STANDALONE]
+    found.sort(key=lambda m: (text.find(m), _ORDER[m]))
     return tuple(found)
 
 

@@ -1,0 +1,209 @@
+"""The byte-level reader of a node's tail finds exactly what the parser finds when it reads every line.
+
+Each scenario is a node's tail as bytes: the real lines of tests/joblog/fixtures.py and of the incident corpus,
+each behind and before training output in the shapes collectors write (bare, CRI with and without a host, a stamp,
+torchrun's role prefix, srun's label, Docker JSON), and generated logs holding every line shape the bulk step must
+not take for a plain training line (two prefixes on a line, a prefix too far in, a malformed one, a CRI line in
+parts, terminal escapes, NULs, invalid UTF-8, long lines, open tracebacks and summaries). `feed_tail` must give the
+`NodeLog` -- records, rank sightings with their last lines, line numbers and counts -- that feeding each decoded line
+gives.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+
+import pytest
+
+from bench.joblog_scan import _failure, _training_block, node_name
+from providers.kernel_log.joblog import prefilter
+from providers.kernel_log.joblog.files import text_lines
+from providers.kernel_log.joblog.lines import NodeParser, parse_lines
+from providers.kernel_log.joblog.nodes import exact_resolver
+from providers.kernel_log.joblog.records import NodeLog
+from tests.incidents.corpus import cases
+from tests.joblog import fixtures as fx
+
+NODE = "node-a"
+RESOLVE = exact_resolver([NODE, "node-b"])
+
+
+class _CountingParser(NodeParser):
+    fed = 0
+
+    def feed(self, raw: str) -> None:
+        self.fed += 1
+        super().feed(raw)
+
+
+def _both(
+    data: bytes, node: str = NODE, resolve: Callable[[str], str | None] = RESOLVE
+) -> tuple[NodeLog, NodeLog, int]:
+    """(what feed_tail finds, what a parse of every line finds, lines fed one by one by feed_tail)."""
+    parser = _CountingParser(node, resolve)
+    prefilter.feed_tail(parser, data)
+    return parser.result(), parse_lines(node, text_lines(data), resolve), parser.fed
+
+
+def _groups() -> list[tuple[str, tuple[str, ...]]]:
+    out = []
+    for name in sorted(vars(fx)):
+        value = getattr(fx, name)
+        if name.isupper() and isinstance(value, str):
+            out.append((name, (value,)))
+        elif name.isupper() and isinstance(value, tuple) and all(isinstance(v, str) for v in value):
+            out.append((name, value))
+    return out
+
+
+def _training(steps: int, first: int = 0) -> list[str]:
+    return [f"[rank{r}]: {{'loss': 2.{s % 1000:03d}, 'step': {s}}}" for s in range(first, first + steps)
+            for r in range(8)]
+
+
+#: collector shapes: each turns a job's line into the line a file holds
+SHAPES: dict[str, Callable[[str, int], str]] = {
+    "bare": lambda line, i: line,
+    "cri": lambda line, i: f"2026-09-09T11:{i // 60 % 60:02d}:{i % 60:02d}.{i:06d}Z stderr F {line}",
+    "cri-host": lambda line, i: f"2026-09-09T11:58:{i % 60:02d}.5+02:00 node-a stdout F {line}",
+    "stamp-host": lambda line, i: f"2026-09-09 11:58:{i % 60:02d},123 node-a: {line}",
+    "role": lambda line, i: f"[default{i % 8}]:{line}",
+    "srun": lambda line, i: f"{i % 16:>2}: {line}",
+}
+
+
+def _encode(lines: list[str], shape: Callable[[str, int], str]) -> bytes:
+    return "".join(shape(line, i) + "\n" for i, line in enumerate(lines)).encode()
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_the_real_lines_of_the_reports_give_what_every_line_gives(shape: str) -> None:
+    for name, lines in _groups():
+        for where, log in (("at the end", _training(30) + list(lines)),
+                           ("before noise", _training(30) + list(lines) + _training(30, 30))):
+            got, want, _ = _both(_encode(log, SHAPES[shape]))
+            assert got == want, (name, where)
+
+
+def test_the_incident_corpus_gives_what_every_line_gives() -> None:
+    compared = 0
+    for case in cases():
+        resolve = exact_resolver(case.nodes)
+        for node, lines in case.logs.items():
+            data = "".join(line + "\n" for line in lines).encode()
+            got, want, _ = _both(data, node, resolve)
+            assert got == want, (case.id, node)
+            compared += 1
+    assert compared >= 61
+
+
+def test_a_generated_fleet_gives_what_every_line_gives_and_only_its_failure_lines_are_parsed() -> None:
+    nodes = [node_name(n) for n in range(4)]
+    resolve = exact_resolver(nodes)
+    for n in range(4):
+        text = "".join(_training_block(n, step) for step in range(400)) + ("" if n == 3 else _failure(n))
+        data = text.encode()
+        got, want, fed = _both(data, nodes[n], resolve)
+        assert got == want
+        assert want.lines == text.count("\n") >= 3_600
+        # the training lines (and the NCCL INFO lines between them) are taken in bulk: the failure's lines are fed
+        assert fed == 0 if n == 3 else 0 < fed <= len(_failure(n).splitlines())
+        assert set(got.ranks) == set(range(n * 8, n * 8 + 8))
+
+
+def _tricky(rng: random.Random, i: int, kind: int) -> str:
+    rank = rng.randrange(12)
+    if kind == 0:
+        return f"[rank{rank}]: quoting [rank{rank + 1}]: in a message"  # two prefixes on one line
+    if kind == 1:
+        return " " * 505 + f"[rank{rank}]: far in"  # the prefix at the edge of where the parser looks
+    if kind == 2:
+        return " " * 520 + f"[rank{rank}]: too far in"
+    if kind == 3:
+        return f"[rankX]: malformed, then [rank{rank}]: a real one"
+    if kind == 4:
+        return f"[rank{rank}]: \x1b[32mgreen\x1b[0m text"
+    if kind == 5:
+        return f"[rank{rank}]: a NUL\x00 inside"
+    if kind == 6:
+        return f"2026-09-09T11:58:0{i % 10}.1Z stderr P [rank{rank}]: the first half of a "
+    if kind == 7:
+        return "x" * 20_000 + f" [rank{rank}]: beyond the line bound"
+    if kind == 8:
+        return f"[rank{rank}]: Traceback (most recent call last):"
+    if kind == 9:
+        return f'[rank{rank}]:   File "train.py", line {i}, in <module>'
+    if kind == 10:
+        return f"[rank{rank}]: RuntimeError: CUDA error: an illegal memory access was encountered"
+    if kind == 11:
+        return "Traceback (most recent call last):"
+    if kind == 12:
+        return json.dumps({"log": f"[rank{rank}]: in a JSON line\n", "stream": "stderr",
+                           "time": "2026-09-09T11:58:00.1Z"})
+    if kind == 13:
+        return f"[rank{rank:03d}]: a zero-padded rank"
+    if kind == 14:
+        return f"[default{rank}]:[rank{rank}]: behind torchrun's prefix"
+    if kind == 15:
+        return f"[rank{rank}]: caf\u00e9 \u2588\u2588 {i}"
+    if kind == 16:
+        return "Failures:"
+    if kind == 17:
+        return f"[PG ID 0 PG GUID 0(default_pg) Rank {rank}] ProcessGroupNCCL initialized"
+    if kind == 18:
+        return f"[rank{rank}]: step {i}\r"
+    if kind == 19:
+        return f"{rank:>2}: [rank{rank}]: under srun's label"
+    return f"[rank{rank}]: {{'loss': 1.{i:04d}}}"
+
+
+#: the kinds of `_tricky` that open a block the parser follows (after one, lines are fed one by one until it ends)
+BLOCK_KINDS = frozenset({6, 8, 11, 16})
+
+
+def _mixed(seed: int, kinds: range | frozenset[int], share: float) -> list[str]:
+    rng = random.Random(seed)
+    lines: list[str] = []
+    for i in range(1_500):
+        if rng.random() < share:
+            kind = rng.choice(sorted(kinds))
+            lines.append(_tricky(rng, i, kind))
+        else:
+            lines.append(f"[rank{rng.randrange(12)}]: plain {i}")
+    return lines
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_lines_the_bulk_step_must_not_take_for_training_lines_give_what_every_line_gives(seed: int) -> None:
+    lines = _mixed(seed, frozenset(range(22)) - BLOCK_KINDS, 0.08)
+    data = "\n".join(lines).encode()  # the last line without its newline
+    if seed % 3 == 0:
+        data += b"\n\xff\xfe[rank3]: after invalid bytes\n\n"
+    got, want, fed = _both(data)
+    assert got == want
+    assert fed < len(lines) // 2  # most lines were taken in bulk, the tricky ones around them too
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_blocks_among_tricky_lines_give_what_every_line_gives(seed: int) -> None:
+    lines = _mixed(seed, range(22), 0.05 + seed / 100)
+    got, want, _ = _both("\n".join(lines).encode())
+    assert got == want
+
+
+def test_invalid_utf8_before_a_prefix_and_an_empty_tail() -> None:
+    data = b"\xff\xff\xff[rank2]: after three invalid bytes\n[rank2]: plain\n\n\n"
+    got, want, fed = _both(data)
+    assert got == want and got.ranks[2].lines == 2 and got.lines == 4 and fed == 0
+    got, want, fed = _both(b"")
+    assert got == want and got.lines == 0
+
+
+def test_each_candidate_word_is_a_marker_of_the_table_or_a_structural_one() -> None:
+    from providers.kernel_log.joblog.signals import STANDALONE
+
+    words = prefilter.candidate_words()
+    assert set(STANDALONE) <= set(words)
+    assert set(words) == set(STANDALONE) | set(prefilter.STRUCTURAL) | set(prefilter.REREAD)
