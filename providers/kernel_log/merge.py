@@ -14,7 +14,7 @@ from providers.base import AllJobResources, AttributionOutcome, Evidence, Findin
 from providers.kernel_log.evidence import finding, merge_per_node, missing_message, outcome
 from providers.kernel_log.joblog import OomKill, oom_killed_pid
 from providers.kernel_log.joblog.source import JobLogResult
-from providers.kernel_log.joblog.work import PRIMARY
+from providers.kernel_log.joblog.work import PRIMARY, listing
 from providers.kernel_log.kernel.collect import Collector
 from providers.kernel_log.kernel.rules import KernelConclusions
 
@@ -48,6 +48,13 @@ def merge(
                 notes.append(
                     f"no rank of the nodes read is singled out ({whole.category}), but the job logs of "
                     f"{len(job.late)} node(s) were not read, so the job as a whole is not concluded"
+                )
+            elif job.quiet and whole.category in UNSINGLED:
+                # Some nodes said nothing while the others timed out: the culprit may be among them.
+                notes.append(
+                    f"no rank of the nodes read is singled out ({whole.category}), but the job logs of "
+                    f"{len(job.quiet)} node(s) hold no watchdog, progress, error or launcher line while the others "
+                    f"do, so the job as a whole is not concluded: {listing(sorted(job.quiet))}"
                 )
             else:
                 when = whole.observed_at or job.detected_at

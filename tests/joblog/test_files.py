@@ -80,8 +80,18 @@ def test_the_request_bound_is_shared_and_a_small_node_leaves_its_rest_to_the_oth
     write_tree(tmp_path, {"a.log": big, "b.log": big, "c.log": ["small"]})
     read, _ = _read(tmp_path, ["a", "b", "c"], limits=ReadLimits(node_bytes=40_000, request_bytes=30_006))
     assert read.nodes["c"].bytes_read == 6 and not read.nodes["c"].cut
-    assert read.nodes["a"].bytes_read == read.nodes["b"].bytes_read == 15_000
-    assert read.nodes["a"].cut and read.bytes_read == 30_006
+    # An eighth of the bound is kept back for reading further back a node whose share decides nothing: a's share
+    # held no decisive line, so it took the reserve; b found it spent.
+    reserve = 30_006 // 8
+    share = (30_006 - reserve - 6) // 2
+    assert read.nodes["b"].bytes_read == share and not read.nodes["b"].further
+    assert read.nodes["a"].bytes_read == share + reserve and read.nodes["a"].further
+    assert read.nodes["a"].cut and read.nodes["a"].undecided and read.nodes["b"].undecided
+    assert read.bytes_read == 30_006
+    assert read.notes[-1] == (
+        "no watchdog, progress, error or launcher line was found within the read bound of the job logs of 2 node(s), "
+        "whose older output was not read: a, b"
+    )
 
 
 def test_an_empty_file_is_read_whole_and_not_cut_but_an_empty_current_file_before_a_rotated_one_is_read_on(

@@ -20,6 +20,7 @@ from typing import BinaryIO
 from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, SourceFailure
 from providers.kernel_log.joblog.nodes import NodeResolver, is_safe_component
 from providers.kernel_log.joblog.patterns import MAX_LINE_CHARS  # longer lines are cut before the parser sees them
+from providers.kernel_log.joblog.prefilter import decisive_in
 from providers.kernel_log.reading import GzipReader
 
 log = logging.getLogger("attribution_adapter.kernel_log.joblog")
@@ -36,6 +37,9 @@ MAX_DIR_ENTRIES = 256 * 1024
 #: rotated files of one node considered (newest first)
 MAX_ROTATED_FILES = 16
 READ_CHUNK = 1024 * 1024
+#: when the shares are smaller than a node's bound, 1/FURTHER_SHARE of the request's bound is kept back for reading
+#: further back the nodes whose share holds no decisive line
+FURTHER_SHARE = 8
 
 #: where a node's lines go, oldest first, as bytes: one call per file read, holding its whole lines (the first one
 #: complete, the last one maybe without its newline); `text_lines` gives them as text
@@ -68,6 +72,11 @@ class NodeRead:
     cut: bool
     #: files skipped because they could not be read, were corrupt, or vanished (relative paths)
     skipped: tuple[str, ...] = ()
+    #: read further back than its share because its share held no decisive line
+    further: bool = False
+    #: older output was not read and what was read holds no decisive line (a marker of the signal table, a
+    #: traceback, torchelastic's summary)
+    undecided: bool = False
 
 
 @dataclass(frozen=True)
@@ -145,8 +154,9 @@ def read_job_logs(
     if groups is None:
         notes.append("no job-log folder for this workload attempt")
         return JobLogRead(found=False, refused=refused, notes=tuple(notes))
-    shares = _shares({node: files for node, files in groups.items()}, limits)
-    budget = _Budget(limits.request_bytes)
+    reserve = _reserve(len(groups), limits)
+    shares = _shares({node: files for node, files in groups.items()}, limits, limits.request_bytes - reserve.left)
+    budget = _Budget(limits.request_bytes - reserve.left)
     reads: dict[str, NodeRead] = {}
     late: list[str] = []
     for node in nodes:
@@ -157,7 +167,7 @@ def read_job_logs(
             late.append(node)  # the deadline came first: what was read so far stands
             continue
         try:
-            reads[node] = _read_node(node, files, shares[node], budget, sink_for, deadline)
+            reads[node] = _read_node(node, files, shares[node], budget, reserve, limits.node_bytes, sink_for, deadline)
         except ProviderTimeoutError:
             late.append(node)  # cut in the middle: none of this node's lines are used
     if late:
@@ -169,6 +179,12 @@ def read_job_logs(
     cut_nodes = sum(1 for r in reads.values() if r.cut)
     if cut_nodes:
         notes.append(f"older output of {cut_nodes} node(s) lies beyond the read bound and was not read")
+    undecided = [r.node for r in reads.values() if r.undecided]
+    if undecided:
+        notes.append(
+            f"no watchdog, progress, error or launcher line was found within the read bound of the job logs of "
+            f"{len(undecided)} node(s), whose older output was not read: {_names(undecided)}"
+        )
     skipped = sum(len(r.skipped) for r in reads.values())
     if skipped:
         notes.append(f"{skipped} job-log file(s) could not be read and were skipped")
@@ -246,8 +262,16 @@ def parse_file_name(name: str) -> tuple[str, int, bool] | None:
     return base[: -len(".log")], rotation, gz
 
 
-def _shares(groups: dict[str, list[_LogFile]], limits: ReadLimits) -> dict[str, int]:
-    """Each node's byte share: the request's bound split evenly, what a node does not need going to the others."""
+def _reserve(nodes: int, limits: ReadLimits) -> _Budget:
+    """The bytes kept back from the shares for reading further back the nodes whose share holds no decisive line:
+    an eighth of the request's bound when the shares are smaller than a node's bound, else none."""
+    if nodes == 0 or limits.request_bytes // nodes >= limits.node_bytes:
+        return _Budget(0)
+    return _Budget(limits.request_bytes // FURTHER_SHARE)
+
+
+def _shares(groups: dict[str, list[_LogFile]], limits: ReadLimits, total: int) -> dict[str, int]:
+    """Each node's byte share: `total` split evenly, what a node does not need going to the others."""
     demand: dict[str, int] = {}
     for node, files in groups.items():
         need = 0
@@ -261,7 +285,7 @@ def _shares(groups: dict[str, list[_LogFile]], limits: ReadLimits) -> dict[str, 
                 continue
         demand[node] = min(need, limits.node_bytes)
     shares: dict[str, int] = {}
-    left = limits.request_bytes
+    left = total
     ordered = sorted(demand.items(), key=lambda kv: kv[1])
     for i, (node, need) in enumerate(ordered):
         fair = left // (len(ordered) - i)
@@ -286,47 +310,80 @@ def _check(deadline: Deadline) -> None:
 
 
 def _read_node(
-    node: str, files: list[_LogFile], share: int, budget: _Budget, sink_for: Callable[[str], TailSink],
-    deadline: Deadline,
+    node: str, files: list[_LogFile], share: int, budget: _Budget, reserve: _Budget, ceiling: int,
+    sink_for: Callable[[str], TailSink], deadline: Deadline,
 ) -> NodeRead:
-    """Read the newest `share` bytes of a node's files and feed their lines, oldest first."""
-    pieces: list[tuple[bytes, bool]] = []  # newest first: (bytes, starts mid-line)
-    read_files: list[str] = []
-    skipped: list[str] = []
-    bytes_read = 0
+    """Read the newest `share` bytes of a node's files and feed their lines, oldest first.
+
+    When those bytes hold no decisive line (a marker of the signal table, a traceback, torchelastic's summary) and
+    older output lies behind them, the node is read further back, four times as far each time, up to `ceiling`
+    bytes, the extra bytes taken from `reserve`: a node whose last lines are a stack dump or teardown output still
+    gives the lines that decide. The bytes read again are counted once.
+    """
+    tail = _tail(files, share, budget, deadline)
+    further = False
+    while tail.cut and tail.size < ceiling and not any(decisive_in(data) for data, _ in tail.pieces):
+        want = min(ceiling, max(tail.size, 1) * 4)
+        extra = reserve.take(want - tail.size)
+        if extra <= 0:
+            break
+        _check(deadline)
+        tail = _tail(files, tail.size + extra, _Budget(tail.size + extra), deadline)
+        further = True
+    undecided = tail.cut and not any(decisive_in(data) for data, _ in tail.pieces)
+    sink = sink_for(node)
+    for data, partial in reversed(tail.pieces):
+        _check(deadline)
+        _feed(data, partial, sink)
+    return NodeRead(
+        node, tuple(tail.files), tail.bytes_read, tail.cut, tuple(tail.skipped), further=further, undecided=undecided
+    )
+
+
+@dataclass
+class _Tail:
+    """The newest bytes of a node's files: pieces newest first, each (bytes, starts mid-line)."""
+
+    pieces: list[tuple[bytes, bool]] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    bytes_read: int = 0
+    size: int = 0
+    cut: bool = False
+
+
+def _tail(files: list[_LogFile], share: int, budget: _Budget, deadline: Deadline) -> _Tail:
+    """The newest `share` bytes of a node's files (newest file first), within `budget`."""
+    tail = _Tail()
     need = share
-    cut = False
     for index, f in enumerate(files):
         _check(deadline)
         if need <= 0:
-            cut = _holds_bytes(files[index:])  # older files beyond the share; empty ones hold nothing unread
+            tail.cut = _holds_bytes(files[index:])  # older files beyond the share; empty ones hold nothing unread
             break
         try:
             if f.gz:
                 data, partial, used, complete = _gz_tail(f.path, need, budget, deadline)
                 if not complete:
-                    cut = True
+                    tail.cut = True
             else:
                 data, partial, used = _plain_tail(f.path, need, budget)
         except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
             log.warning("skipped job-log file %s: %s", f.rel, _describe(exc))
-            skipped.append(f.rel)
+            tail.skipped.append(f.rel)
             continue
-        bytes_read += used
-        read_files.append(f.rel)
-        pieces.append((data, partial))
+        tail.bytes_read += used
+        tail.files.append(f.rel)
+        tail.pieces.append((data, partial))
+        tail.size += len(data)
         need -= len(data)
         if partial:
-            cut = True
+            tail.cut = True
             break
         if budget.left <= 0 and index + 1 < len(files):
-            cut = True
+            tail.cut = True
             break
-    sink = sink_for(node)
-    for data, partial in reversed(pieces):
-        _check(deadline)
-        _feed(data, partial, sink)
-    return NodeRead(node, tuple(read_files), bytes_read, cut, tuple(skipped))
+    return tail
 
 
 def _holds_bytes(files: list[_LogFile]) -> bool:

@@ -183,4 +183,13 @@ class NodeLog:
     tracebacks: tuple[PythonTraceback, ...]
     signals: tuple[SignalHit, ...] = ()
 
+    @property
+    def reported(self) -> bool:
+        """Whether the tail holds any record: a watchdog or progress line, a desync report, a launcher summary, a
+        network or CUDA error, a traceback or another signal of the table."""
+        return bool(
+            self.timeouts or self.progress or self.desync or self.failures or self.network or self.cuda
+            or self.tracebacks or self.signals
+        )
+
 

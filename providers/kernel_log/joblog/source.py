@@ -86,6 +86,9 @@ class JobLogResult:
     #: scope nodes whose job logs the deadline came before: what the logs read say of the job as a whole is not the
     #: whole job's
     late: frozenset[str] = frozenset()
+    #: nodes whose job log was read and holds no record while another node's does: what the others say of the job
+    #: as a whole may be about them
+    quiet: frozenset[str] = frozenset()
 
 
 def job_log_result(
@@ -96,7 +99,11 @@ def job_log_result(
     conclusions = conclude(nodes, list(request.scope.ranks), job_logs.logs, kills, max_evidence=max_evidence)
     notes = [*job_logs.notes, *(n for n in conclusions.notes if not any(p in n for p in _PRECEDENCE_NOTES))]
     detected = request.failure_context.detected_at
-    return JobLogResult(conclusions, frozenset(job_logs.logs), tuple(notes), detected, frozenset(job_logs.late))
+    reported = {node for node, log in job_logs.logs.items() if log.reported}
+    quiet = frozenset(job_logs.logs).difference(reported) if reported else frozenset()
+    return JobLogResult(
+        conclusions, frozenset(job_logs.logs), tuple(notes), detected, frozenset(job_logs.late), quiet
+    )
 
 
 __all__ = ["FileJobLogSource", "JobLogResult", "JobLogSource", "JobLogs", "job_log_result", "resolver"]

@@ -1,0 +1,92 @@
+"""A node whose share of the job-log bound holds no decisive line is read further back; one that still holds none is
+said, and never folded into a conclusion about the job as a whole.
+
+The scenario is the hang PyTorch's watchdog reports: four nodes with one rank each, every rank's progress line at the
+end of its training output, the hung rank's (on node-c) one work behind the others'. The hung rank then prints a
+stack dump (faulthandler's shape, no marker of the signal table in it). With `ATTRIBUTION_JOB_LOG_MAX_REQUEST_BYTES`
+at 512 KiB, each node's share is 112 KiB (an eighth of the bound kept back for reading further back). Requests go
+through the Flask test client, with `scope.ranks` empty.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from providers.kernel_log.joblog.prefilter import decisive_in
+from tests.kernel_log.test_job_logs_app import _ask, _findings, _texts, _unattributed
+
+NODES = ["node-a", "node-b", "node-c", "node-d"]
+KIB = 1024
+BOUND = {"ATTRIBUTION_JOB_LOG_MAX_REQUEST_BYTES": str(512 * KIB)}
+
+
+def _progress(rank: int, work: int) -> str:
+    # PyTorch 2.5's progress line (LlamaFactory#7396's, with the GUID spelling of LlamaFactory#8261)
+    return (
+        f"[rank{rank}]:[E321 02:07:08.465224069 ProcessGroupNCCL.cpp:1664] [PG ID 0 PG GUID 0(default_pg) Rank "
+        f"{rank}] Exception (either an error or timeout) detected by watchdog at work: {work}, last enqueued NCCL "
+        f"work: {work + 2}, last completed NCCL work: {work - 1}."
+    )
+
+
+def _training(rank: int, size: int) -> list[str]:
+    line = f"[rank{rank}]: step 1234 loss 2.345 lr 1.2e-05 grad_norm 0.97 tokens/s 31337 " + "." * 40
+    return [line] * (size // (len(line) + 1))
+
+
+def _dump(rank: int, size: int) -> list[str]:
+    lines = [f"[rank{rank}]: Thread 0x00007f3a9c1f6700 (most recent call first):"]
+    frame = f'[rank{rank}]:   File "/usr/lib/python3.10/threading.py", line 320 in wait'
+    lines += [frame] * (size // (len(frame) + 1))
+    return lines
+
+
+def _job(dump: int) -> dict[str, list[str]]:
+    logs = {}
+    for rank, node in enumerate(NODES):
+        behind = node == "node-c"
+        logs[node] = [*_training(rank, 200 * KIB), _progress(rank, 1579 if behind else 1580)]
+        if behind:
+            logs[node] += _dump(rank, dump)
+    return logs
+
+
+def _ask_job(root: Path, dump: int) -> dict[str, Any]:
+    job = _job(dump)
+    assert not decisive_in("\n".join(job["node-c"][-1000:]).encode())  # the dump holds nothing that decides
+    return _ask(root, NODES, job, ranks=[], **BOUND)
+
+
+def test_a_node_whose_share_is_a_stack_dump_is_read_further_back_and_named(tmp_path: Path) -> None:
+    body = _ask_job(tmp_path, 150 * KIB)
+    assert _findings(body) == [("node-c", "collective_hang")]
+    assert _progress(2, 1579) in _texts(body["attributions"][0])
+    assert _unattributed(body) == ["node-a", "node-b", "node-d"]
+
+
+def test_a_node_with_no_decisive_line_within_the_bound_is_named_and_the_job_not_concluded(tmp_path: Path) -> None:
+    body = _ask_job(tmp_path, 400 * KIB)  # beyond its share and the bytes kept back
+    # The other three ranks agree with each other: alone they would make a job-wide collective timeout, but node-c,
+    # whose log was read without a line that decides, may be the culprit: no finding, and both reasons said.
+    assert body["attributions"] == []
+    assert body["error"]["type"] == "insufficient_telemetry"
+    message = body["error"]["message"]
+    assert (
+        "no watchdog, progress, error or launcher line was found within the read bound of the job logs of 1 node(s), "
+        "whose older output was not read: node-c"
+    ) in message
+    assert (
+        "no rank of the nodes read is singled out (collective_timeout), but the job logs of 1 node(s) hold no "
+        "watchdog, progress, error or launcher line while the others do, so the job as a whole is not concluded: "
+        "node-c"
+    ) in message
+    # Every node was looked at and none got a finding; the notes say why node-c is not cleared.
+    assert _unattributed(body) == NODES
+
+
+def test_a_job_whose_every_node_reports_is_concluded_as_before(tmp_path: Path) -> None:
+    job = {node: [*_training(rank, 20 * KIB), _progress(rank, 1580)] for rank, node in enumerate(NODES)}
+    body = _ask(tmp_path, NODES, job, ranks=[], **BOUND)
+    assert _findings(body) == [("AllJobResources", "collective_timeout")]
+    assert _unattributed(body) == NODES
