@@ -89,19 +89,22 @@ def candidate_words() -> tuple[str, ...]:
 def feed_tail(parser: NodeParser, data: bytes) -> None:
     """Hand the whole lines of `data` (the first one complete; the last may lack its newline) to `parser`, oldest
     first, with the same outcome as feeding each decoded line."""
-    candidates = _candidates()
     size = len(data)
+    found = _candidates().finditer(data)  # one pass: the next candidate at or after where reading stands
+    at = -1
     pos = 0
     while pos < size:
         if parser.in_block:
             pos = _feed_line(parser, data, pos, size)
             continue
-        found = candidates.search(data, pos)
-        start = size if found is None else data.rfind(b"\n", pos, found.start()) + 1 or pos
+        while at < pos:
+            hit = next(found, None)
+            at = size if hit is None else hit.start()
+        start = data.rfind(b"\n", pos, at) + 1 or pos if at < size else size
         if start > pos:
             _skip(parser, data, pos, start)
             pos = start
-        if found is not None:
+        if at < size:
             pos = _feed_line(parser, data, pos, size)
 
 

@@ -181,23 +181,37 @@ _STANDALONE = frozenset(STANDALONE)
 _ORDER = {m: i for i, m in enumerate(MARKERS)}
 
 
+_CUDA_CONTEXT = frozenset(CUDA_CONTEXT)
+
+
+def _held(hits: list[int]) -> list[str]:
+    """The markers of a set match that count: a `cuda` row's message only beside a CUDA context marker."""
+    found = [MARKERS[i] for i in hits]
+    if _CUDA_CONTEXT.isdisjoint(found):
+        found = [m for m in found if m in _STANDALONE]
+    return found
+
+
 def markers_in(text: str) -> tuple[str, ...]:
     """The markers `text` holds, in the order they first occur (a `cuda` row's message only beside a CUDA context
     marker)."""
     hits = _MARKER_SET.Match(text)
     if not hits:
         return ()
-    found = [MARKERS[i] for i in hits]
-    if not any(m in CUDA_CONTEXT for m in found):
-        found = [m for m in found if m in _STANDALONE]
+    found = _held(hits)
     found.sort(key=lambda m: (text.find(m), _ORDER[m]))
     return tuple(found)
 
 
+@functools.lru_cache(maxsize=1024)
+def _signals_of(markers: frozenset[str]) -> tuple[Signal, ...]:
+    ids = {s.id for m in markers for s in BY_MARKER[m]}
+    return tuple(s for s in SIGNALS if s.id in ids)
+
+
 def signals_in(text: str) -> tuple[Signal, ...]:
     """The signals whose markers `text` holds, in table order."""
-    found = markers_in(text)
-    if not found:
+    hits = _MARKER_SET.Match(text)
+    if not hits:
         return ()
-    ids = {s.id for m in found for s in BY_MARKER[m]}
-    return tuple(s for s in SIGNALS if s.id in ids)
+    return _signals_of(frozenset(_held(hits)))
