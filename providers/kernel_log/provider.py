@@ -19,7 +19,8 @@ from providers.base import (
     TraceContext,
 )
 from providers.kernel_log import check
-from providers.kernel_log.answers import AnswerCache
+from providers.kernel_log.answers import AnswerCache, Key
+from providers.kernel_log.collection import collector_paused
 from providers.kernel_log.dcgm import results as epilog
 from providers.kernel_log.dcgm.rules import attribute_epilog
 from providers.kernel_log.identity import NodeNames, scope_names
@@ -130,6 +131,15 @@ class KernelLogProvider(Provider):
             kept = answers.get(key)  # type: ignore[union-attr]
             if kept is not None:
                 return AttributionOutcome(*kept, session_state=state)
+        with collector_paused():
+            return self._fast(request, window, key, deadline, trace, state)
+
+    def _fast(
+        self, request: AttributionRequest, window: Window, key: Key | None, deadline: Deadline,
+        trace: TraceContext | None, state: dict[str, int],
+    ) -> AttributionOutcome:
+        """`fast`'s reading and rules, run with the garbage collector paused (`collection.py`)."""
+        answers = self._answers
         names = scope_names(request.scope.nodes)
         nodes = names.nodes
         proof = None if key is None else Proof()

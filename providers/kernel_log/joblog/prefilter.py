@@ -60,8 +60,9 @@ _RANK_LINE_BRACKETS = re.compile(rb"\n(?:[^\n\[]|\[(?!rank)){0,%d}+\[rank(\d{1,9
 
 @functools.cache
 def _candidates() -> re2._Regexp:  # type: ignore[name-defined]
+    # A match runs on to the end of its line, so a line holding several words is one match.
     words = dict.fromkeys((*STANDALONE, *STRUCTURAL, *REREAD))
-    return re2.compile(b"|".join(re2.escape(w.encode()) for w in words))
+    return re2.compile(b"(?:" + b"|".join(re2.escape(w.encode()) for w in words) + b")[^\n]*")
 
 
 @functools.cache
