@@ -322,7 +322,8 @@ def _read_node(
     """
     tail = _tail(files, share, budget, deadline)
     further = False
-    while tail.cut and tail.size < ceiling and not any(decisive_in(data) for data, _ in tail.pieces):
+    decided = not tail.cut or tail.decides()  # a node read whole is as decided as it can be
+    while not decided and tail.size < ceiling:
         want = min(ceiling, max(tail.size, 1) * 4)
         extra = reserve.take(want - tail.size)
         if extra <= 0:
@@ -330,7 +331,8 @@ def _read_node(
         _check(deadline)
         tail = _tail(files, tail.size + extra, _Budget(tail.size + extra), deadline)
         further = True
-    undecided = tail.cut and not any(decisive_in(data) for data, _ in tail.pieces)
+        decided = not tail.cut or tail.decides()
+    undecided = not decided
     sink = sink_for(node)
     for data, partial in reversed(tail.pieces):
         _check(deadline)
@@ -350,6 +352,10 @@ class _Tail:
     bytes_read: int = 0
     size: int = 0
     cut: bool = False
+
+    def decides(self) -> bool:
+        """Whether a piece holds a decisive line (`prefilter.decisive_in`)."""
+        return any(decisive_in(data) for data, _ in self.pieces)
 
 
 def _tail(files: list[_LogFile], share: int, budget: _Budget, deadline: Deadline) -> _Tail:
