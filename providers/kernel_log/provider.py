@@ -41,6 +41,10 @@ EPILOG_NOT_CONFIGURED = "epilog health-check logs are not configured"
 #: share of the time left when the request starts, at most ANSWER_RESERVE_MAX_S
 ANSWER_RESERVE_SHARE = 0.1
 ANSWER_RESERVE_MAX_S = 0.5
+#: the rules over a large scope take longer than that: about this long a node (8 ranks a node, 16,384 nodes: 0.8 s
+#: measured), kept back instead when it is more, up to ANSWER_RESERVE_LARGE_SHARE of the time left
+RULES_S_PER_NODE = 60e-6
+ANSWER_RESERVE_LARGE_SHARE = 0.25
 #: per-host files of a larger scope are read in parts of at most this many nodes, so that a deadline costs only the
 #: part it came in the middle of
 PART_NODES = 256
@@ -49,10 +53,12 @@ SESSION_STATE_VERSION = 1
 # ---------------------------------------------------------------- deadline
 
 
-def answer_by(deadline: Deadline) -> Deadline:
-    """The provider's own deadline: the request's, less the time kept to merge and answer."""
-    reserve = min(deadline.remaining() * ANSWER_RESERVE_SHARE, ANSWER_RESERVE_MAX_S)
-    return Deadline(deadline.expires_at - reserve)
+def answer_by(deadline: Deadline, nodes: int = 0) -> Deadline:
+    """The provider's own deadline: the request's, less the time kept to conclude, merge and answer for `nodes`."""
+    left = deadline.remaining()
+    reserve = min(left * ANSWER_RESERVE_SHARE, ANSWER_RESERVE_MAX_S)
+    reserve = max(reserve, min(left * ANSWER_RESERVE_LARGE_SHARE, nodes * RULES_S_PER_NODE))
+    return Deadline(deadline.expires_at - max(reserve, 0.0))
 
 
 def scope_parts(nodes: Sequence[str], size: int = PART_NODES) -> list[list[str]]:
@@ -145,7 +151,7 @@ class KernelLogProvider(Provider):
         proof = None if key is None else Proof()
         # The provider's own deadline comes a little before the request's: what was read by then is merged and
         # answered in time, instead of the caller getting a bare `timeout` that throws it away.
-        work = answer_by(deadline)
+        work = answer_by(deadline, len(nodes))
         collector = self.collect(names, window, work, trace, proof)
         source = self.settings.source.evidence_source
         job = None
