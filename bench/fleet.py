@@ -131,6 +131,14 @@ def _window_share(path: Path, at: datetime) -> int:
 
 
 def _peak_mib() -> float:
+    """The worker's peak RSS: its memory's high-water mark (`VmHWM`), which starts at its own exec (`ru_maxrss` may
+    hold the parent's from before the exec)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
