@@ -22,23 +22,29 @@ For each case a new Python process (the worker) builds the provider as the servi
 `files` kernel source over the case's kernel tree and `ATTRIBUTION_JOB_LOG_DIR` set; the provider keeps no answer
 when job logs are read) and sends --requests `fast` requests, each with its own failure time (18:00:00 plus 3.7 s
 times the request's number), `timeout_ms` 10,000 and a 10 s deadline, timing `provider.fast()`. After each request,
-untimed, a child process calls `providers.kernel_log.joblog.scan_job_logs` with the request's job-log arguments (a
-600 s deadline, the default limits and node identity: the names are exact) to learn the bytes the reader takes of
-each node (`JobLogScan.read.nodes[node].bytes_read`); its wall time is printed as the reader's time without a
+untimed, a child process (so that its memory is not the worker's) calls `providers.kernel_log.joblog.scan_job_logs`
+with the request's job-log arguments (a 600 s deadline, the default limits and node identity: the names are exact),
+then `conclude` over what it read, to learn the bytes the reader takes of each node
+(`JobLogScan.read.nodes[node].bytes_read`); both wall times are printed, as the reader's and the rules' time without a
 deadline. Then, timed, in the same run: `tail -q -c <kernel share> <every kern.log of the scope>` and `tail -q -c
 <bytes read> <node>.log ...` (one `tail` per distinct byte count) into one `grep -c -F -e NVRM -e 'NCCL work'`. The
 kernel share is the bytes of a host's `kern.log` from the start of the request's reading window to its end (as
-bench/fleet.py). Printed for each case: the first request, the median of the others, the C tools' median, the
-ratio, the worker's peak RSS (before the first request and at the end), whether the answer named the culprit, the
-top finding, and the answer's error or notes (insufficient_telemetry), with `os.getloadavg()`.
+bench/fleet.py). Last, untimed, the kernel scan alone (`provider.collect` over the request's window). Printed for
+each case: the first request, the median of the others, the C tools' median, the ratio, the worker's peak RSS
+(`VmHWM`, before the first request and at the end), how far answers came after the deadline, whether the answer
+named the culprit, its top finding and its error (insufficient_telemetry: the notes on what was not read or not
+concluded), with `os.getloadavg()`. When the deadline cut the job-log read, the provider's time is the deadline's
+and the C tools read every byte the reader would have taken: the untimed reader's time says how far off it is.
 
-    python bench/fleet_jobs.py --cases a,b,c --requests 3 --tree /var/tmp/fleet-jobs
+    python bench/fleet_jobs.py --cases a,b,c --requests 3
+    python bench/fleet_jobs.py --cases a,b,c --requests 3 --tree DIR
 
-Disk (real blocks; the job logs' heads are holes): case a and b 6.1 GiB of kernel logs + 2.0 GiB of job-log text (b
-adds one 8 MiB file; its other files are hard links to a's); case c 3.1 GiB of kernel logs + 2.0 GiB of job-log
-text: about 13 GiB for the three. Generation on 2 shared cores: about 3 minutes for a and b's kernel tree, 1 for
-c's, under a minute for the job logs. With --tree DIR the trees are written there once and reused by a later run
-with the same sizes (a stamp per tree); without it they go to a temporary folder removed afterwards.
+Disk (real blocks: the job logs' heads are holes) and generation time, measured on 2 shared cores (load 1 to 3):
+cases a and b, 6.1 GiB of kernel logs (21 s) and 2.1 GiB of job-log text (29 s); b adds the culprit's 8 MiB file,
+its other files hard links to a's (under a second); case c, 3.1 GiB of kernel logs (10 s) and 2.1 GiB of job-log
+text (26 s): 13.4 GiB written in about 90 s for the three. A run of the three cases with --requests 3 then takes
+about 4 minutes. With --tree DIR the trees are written there once and reused by a later run with the same sizes (a
+stamp per tree); without it they go to a temporary folder removed afterwards.
 """
 
 from __future__ import annotations
@@ -192,19 +198,22 @@ def scan(spec: dict) -> None:
     """The untimed scan of one request's job logs (a child of the worker, so its memory is not the worker's): prints
     the reader's byte count per node, grouped by count."""
     from providers.base import Deadline
-    from providers.kernel_log.joblog import scan_job_logs
+    from providers.kernel_log.joblog import conclude, scan_job_logs
 
     names = [host(n) for n in range(spec["nodes"])]
     t0 = time.perf_counter()
     result = scan_job_logs(Path(spec["jobs"]), spec["workload"], 0, names, Deadline.after_ms(600_000))
     seconds = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    conclude(names, list(range(spec["nodes"] * RANKS)) if spec["ranks"] else [], result.logs)
+    rules = time.perf_counter() - t0
     groups: dict[int, list[int]] = {}
     for n, name in enumerate(names):
         read = result.read.nodes.get(name)
         if read is not None and read.bytes_read:
             groups.setdefault(read.bytes_read, []).append(n)
     culprit = result.read.nodes.get(host(spec["culprit"]))
-    print(json.dumps({"seconds": seconds, "groups": groups, "late": len(result.read.late),
+    print(json.dumps({"seconds": seconds, "rules": rules, "groups": groups, "late": len(result.read.late),
                       "culprit_bytes": None if culprit is None else culprit.bytes_read}))
 
 
@@ -258,7 +267,7 @@ def worker(spec: dict) -> None:
         "ATTRIBUTION_JOB_LOG_DIR": spec["jobs"],
     })
     before = _peak_mib()
-    provider_s, grep_s, scan_s, kernel_s, answers = [], [], [], [], []
+    provider_s, grep_s, scan_s, rules_s, kernel_s, answers = [], [], [], [], [], []
     scanned: dict = {}
     for k, share in enumerate(spec["shares"]):
         request = AttributionRequest(
@@ -284,6 +293,7 @@ def worker(spec: dict) -> None:
                                text=True, check=True, timeout=900)  # fmt: skip
         scanned = json.loads(child.stdout.strip().splitlines()[-1])
         scan_s.append(scanned["seconds"])
+        rules_s.append(scanned["rules"])
         groups = {int(count): members for count, members in scanned["groups"].items()}
         seconds, lines, tails = _c_tools(spec, share, groups)
         grep_s.append(seconds)
@@ -295,7 +305,7 @@ def worker(spec: dict) -> None:
     print(json.dumps({
         "first_s": provider_s[0], "provider_s": statistics.median(provider_s[1:] or provider_s),
         "all_s": provider_s, "grep_s": statistics.median(grep_s), "scan_s": statistics.median(scan_s),
-        "kernel_s": statistics.median(kernel_s),
+        "kernel_s": statistics.median(kernel_s), "rules_s": statistics.median(rules_s),
         "lines": lines, "tails": tails, "kernel_share": statistics.mean(spec["shares"]),
         "job_bytes": sum(int(c) * len(m) for c, m in scanned["groups"].items()),
         "culprit_bytes": scanned["culprit_bytes"], "scan_late": scanned["late"],
@@ -358,8 +368,9 @@ def report(name: str, spec: dict, r: dict) -> None:
     over = [round(s - TIMEOUT_MS / 1000, 2) for s in r["all_s"] if s > TIMEOUT_MS / 1000]
     print(f"[{name}] answers past the {TIMEOUT_MS / 1000:.0f} s deadline by {over or 'none'} s; untimed, the "
           f"medians: the kernel scan alone (provider.collect) {r['kernel_s']:.1f} s, the job-log reader without a "
-          f"deadline (scan_job_logs) {r['scan_s']:.1f} s ({r['scan_s'] / r['grep_s']:.1f}x the C tools), reading "
-          f"{r['culprit_bytes']} bytes of the culprit's job log, {r['scan_late']} node(s) late; grep counted "
+          f"deadline (scan_job_logs) {r['scan_s']:.1f} s ({r['scan_s'] / r['grep_s']:.1f}x the C tools) and its "
+          f"rules over every node's logs (conclude) {r['rules_s']:.1f} s, reading {r['culprit_bytes']} bytes of the "
+          f"culprit's job log, {r['scan_late']} node(s) late; grep counted "
           f"{r['lines']} lines", flush=True)  # fmt: skip
     for k, a in enumerate(r["answers"]):
         top = a["findings"][0] if a["findings"] else None
