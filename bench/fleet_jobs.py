@@ -43,7 +43,7 @@ Disk (real blocks: the job logs' heads are holes) and generation time, measured 
 cases a and b, 6.1 GiB of kernel logs (21 s) and 2.1 GiB of job-log text (29 s); b adds the culprit's 8 MiB file,
 its other files hard links to a's (under a second); case c, 3.1 GiB of kernel logs (10 s) and 2.1 GiB of job-log
 text (26 s): 13.4 GiB written in about 90 s for the three. A run of the three cases with --requests 3 then takes
-about 4 minutes. With --tree DIR the trees are written there once and reused by a later run with the same sizes (a
+about 5 minutes. With --tree DIR the trees are written there once and reused by a later run with the same sizes (a
 stamp per tree); without it they go to a temporary folder removed afterwards.
 """
 
