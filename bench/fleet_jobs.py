@@ -178,8 +178,9 @@ def write_jobs(folder: Path, nodes: int, file_bytes: int, real: int, culprit: in
             f.write(data)
     os.sync()
     stamp.write_text(wanted)
+    links = "" if link is None else f" (all but the culprit's hard links to {link.parent.name}'s)"
     print(f"job logs {folder.parent.name}: {nodes} nodes x {file_bytes / MIB:.0f} MiB, {_disk(folder) / MIB:.0f} MiB "
-          f"on disk, written in {time.perf_counter() - t0:.0f} s", flush=True)
+          f"on disk{links}, written in {time.perf_counter() - t0:.0f} s", flush=True)
 
 
 def _disk(folder: Path) -> int:
