@@ -61,11 +61,11 @@ def host(n: int) -> str:
     return f"worker-{n:03d}"
 
 
-def write_tree(root: Path, hosts: int, kib_per_host: int, seed: int = 1) -> None:
+def write_tree(root: Path, hosts: int, kib_per_host: int, seed: int = 1, quiet: bool = False) -> None:
     """The tree of `hosts` hosts (see the module's doc); a tree already there with a stamp of the same sizes is
-    kept."""
+    kept. `quiet`: the generator writes no GPU event on any host (bench/fleet_jobs.py, where the job logs decide)."""
     stamp = root / ".fleet"
-    wanted = json.dumps({"hosts": hosts, "kib": kib_per_host, "seed": seed})
+    wanted = json.dumps({"hosts": hosts, "kib": kib_per_host, "seed": seed, **({"quiet": True} if quiet else {})})
     if stamp.exists() and stamp.read_text() == wanted:
         return
     if root.exists():
@@ -73,7 +73,7 @@ def write_tree(root: Path, hosts: int, kib_per_host: int, seed: int = 1) -> None
     root.mkdir(parents=True)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="fleet-templates-") as tmp:
-        generate(Path(tmp), TEMPLATES, TEMPLATES * kib_per_host * KIB, seed, quiet=False)
+        generate(Path(tmp), TEMPLATES, TEMPLATES * kib_per_host * KIB, seed, quiet=quiet)
         templates = []
         for n in range(TEMPLATES):
             folder = Path(tmp) / host(n)
@@ -131,6 +131,14 @@ def _window_share(path: Path, at: datetime) -> int:
 
 
 def _peak_mib() -> float:
+    """The worker's peak RSS: its memory's high-water mark (`VmHWM`), which starts at its own exec (`ru_maxrss` may
+    hold the parent's from before the exec)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
