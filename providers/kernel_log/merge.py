@@ -52,9 +52,9 @@ def merge(
             elif job.quiet and whole.category in UNSINGLED:
                 # Some nodes said nothing while the others timed out: the culprit may be among them.
                 notes.append(
-                    f"no rank of the nodes read is singled out ({whole.category}), but the job logs of "
-                    f"{len(job.quiet)} node(s) hold no watchdog, progress, error or launcher line while the others "
-                    f"do, so the job as a whole is not concluded: {listing(sorted(job.quiet))}"
+                    f"no rank of the nodes read is singled out ({whole.category}), but what was read of the job "
+                    f"logs of {len(job.quiet)} node(s) holds no watchdog, progress or error line for some rank of "
+                    f"theirs, so the job as a whole is not concluded: {listing(sorted(job.quiet))}"
                 )
             else:
                 when = whole.observed_at or job.detected_at

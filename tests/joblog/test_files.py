@@ -21,18 +21,20 @@ LOGGER = "attribution_adapter.kernel_log.joblog"
 
 def _read(
     root: Path, nodes: list[str], workload: str = "job-1", attempt: int = 0, limits: ReadLimits | None = None,
-    on_line: Callable[[str, str], None] | None = None, until: Deadline | None = None,
+    on_line: Callable[[str, str], None] | None = None, until: Deadline | None = None, settles: bool = True,
 ) -> tuple[JobLogRead, dict[str, list[str]]]:
+    """Read with sinks that keep each node's lines and say the tail settles the node (or, with `settles` false,
+    never)."""
     got: dict[str, list[str]] = {}
 
-    def sink_for(node: str) -> Callable[[bytes], None]:
-        got[node] = []
-
-        def sink(data: bytes) -> None:
-            for line in files.text_lines(data):
+    def sink_for(node: str) -> Callable[[list[bytes]], bool]:
+        def sink(pieces: list[bytes]) -> bool:
+            got[node] = []
+            for line in (line for data in pieces for line in files.text_lines(data)):
                 got[node].append(line)
                 if on_line:
                     on_line(node, line)
+            return settles
 
         return sink
 
@@ -78,10 +80,11 @@ def test_only_the_tail_is_read_and_a_cut_file_says_so(tmp_path: Path) -> None:
 def test_the_request_bound_is_shared_and_a_small_node_leaves_its_rest_to_the_others(tmp_path: Path) -> None:
     big = ["x" * 99] * 400  # 40,000 bytes each
     write_tree(tmp_path, {"a.log": big, "b.log": big, "c.log": ["small"]})
-    read, _ = _read(tmp_path, ["a", "b", "c"], limits=ReadLimits(node_bytes=40_000, request_bytes=30_006))
+    read, _ = _read(tmp_path, ["a", "b", "c"], limits=ReadLimits(node_bytes=40_000, request_bytes=30_006),
+                    settles=False)
     assert read.nodes["c"].bytes_read == 6 and not read.nodes["c"].cut
-    # An eighth of the bound is kept back for reading further back a node whose share decides nothing: a's share
-    # held no decisive line, so it took the reserve; b found it spent.
+    # An eighth of the bound is kept back for reading further back a node whose share does not settle it: a's
+    # share did not, so it took the reserve; b found it spent.
     reserve = 30_006 // 8
     share = (30_006 - reserve - 6) // 2
     assert read.nodes["b"].bytes_read == share and not read.nodes["b"].further
@@ -89,8 +92,8 @@ def test_the_request_bound_is_shared_and_a_small_node_leaves_its_rest_to_the_oth
     assert read.nodes["a"].cut and read.nodes["a"].undecided and read.nodes["b"].undecided
     assert read.bytes_read == 30_006
     assert read.notes[-1] == (
-        "no watchdog, progress, error or launcher line was found within the read bound of the job logs of 2 node(s), "
-        "whose older output was not read: a, b"
+        "within the read bound of the job logs of 2 node(s), some rank that wrote there has no watchdog, progress or "
+        "error line, and older output was not read: a, b"
     )
 
 

@@ -3,9 +3,11 @@ said, and never folded into a conclusion about the job as a whole.
 
 The scenario is the hang PyTorch's watchdog reports: four nodes with one rank each, every rank's progress line at the
 end of its training output, the hung rank's (on node-c) one work behind the others'. The hung rank then prints a
-stack dump (faulthandler's shape, no marker of the signal table in it). With `ATTRIBUTION_JOB_LOG_MAX_REQUEST_BYTES`
-at 512 KiB, each node's share is 112 KiB (an eighth of the bound kept back for reading further back). Requests go
-through the Flask test client, with `scope.ranks` empty.
+stack dump (faulthandler's shape, no marker of the signal table in it), and torchelastic's summary of its SIGABRT
+follows (CPPO#6's lines, the signal changed): the summary alone does not settle node-c, whose rank has no watchdog,
+progress or error line in what was read. With `ATTRIBUTION_JOB_LOG_MAX_REQUEST_BYTES` at 512 KiB, each node's share
+is 112 KiB (an eighth of the bound kept back for reading further back). Requests go through the Flask test client,
+with `scope.ranks` empty.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from providers.kernel_log.joblog.prefilter import decisive_in
+from tests.joblog import fixtures as fx
 from tests.kernel_log.test_job_logs_app import _ask, _findings, _texts, _unattributed
 
 NODES = ["node-a", "node-b", "node-c", "node-d"]
@@ -48,13 +51,16 @@ def _job(dump: int) -> dict[str, list[str]]:
         behind = node == "node-c"
         logs[node] = [*_training(rank, 200 * KIB), _progress(rank, 1579 if behind else 1580)]
         if behind:
-            logs[node] += _dump(rank, dump)
+            summary = [line.replace(fx.CPPO_6_HOST, node).replace("rank      : 0 ", f"rank      : {rank} ")
+                       .replace("Signal 9 (SIGKILL)", "Signal 6 (SIGABRT)").replace("-9 (pid", "-6 (pid")
+                       for line in fx.CPPO_6_SIGKILL]
+            logs[node] += [*_dump(rank, dump), *summary]
     return logs
 
 
 def _ask_job(root: Path, dump: int) -> dict[str, Any]:
     job = _job(dump)
-    assert not decisive_in("\n".join(job["node-c"][-1000:]).encode())  # the dump holds nothing that decides
+    assert not decisive_in("\n".join(job["node-c"][-1000:-16]).encode())  # the dump holds nothing that decides
     return _ask(root, NODES, job, ranks=[], **BOUND)
 
 
@@ -73,13 +79,12 @@ def test_a_node_with_no_decisive_line_within_the_bound_is_named_and_the_job_not_
     assert body["error"]["type"] == "insufficient_telemetry"
     message = body["error"]["message"]
     assert (
-        "no watchdog, progress, error or launcher line was found within the read bound of the job logs of 1 node(s), "
-        "whose older output was not read: node-c"
+        "within the read bound of the job logs of 1 node(s), some rank that wrote there has no watchdog, progress or "
+        "error line, and older output was not read: node-c"
     ) in message
-    assert (
-        "no rank of the nodes read is singled out (collective_timeout), but the job logs of 1 node(s) hold no "
-        "watchdog, progress, error or launcher line while the others do, so the job as a whole is not concluded: "
-        "node-c"
+    assert (  # (the message is cut at the contract's bound here)
+        "no rank of the nodes read is singled out (collective_timeout), but what was read of the job logs of 1 "
+        "node(s) holds no watchdog, progress or error line"
     ) in message
     # Every node was looked at and none got a finding; the notes say why node-c is not cleared.
     assert _unattributed(body) == NODES
@@ -90,3 +95,17 @@ def test_a_job_whose_every_node_reports_is_concluded_as_before(tmp_path: Path) -
     body = _ask(tmp_path, NODES, job, ranks=[], **BOUND)
     assert _findings(body) == [("AllJobResources", "collective_timeout")]
     assert _unattributed(body) == NODES
+
+
+def test_a_tail_settles_when_every_rank_that_wrote_there_has_a_line_that_decides() -> None:
+    from tests.joblog.support import parse
+
+    training = _training(0, 2 * KIB) + _training(1, 2 * KIB)
+    assert not parse(training).settled  # ranks 0 and 1 wrote, nothing decides
+    assert not parse([*training, _progress(0, 1580)]).settled  # rank 1 has no line of its own
+    assert parse([*training, _progress(0, 1580), _progress(1, 1580)]).settled
+    # torchelastic's entry for rank 1 says it ended (SIGKILL), not why
+    summary = [line.replace("rank      : 0 ", "rank      : 1 ") for line in fx.CPPO_6_SIGKILL]
+    assert not parse([*training, _progress(0, 1580), *summary]).settled
+    # without rank prefixes, any record settles the tail; nothing does not
+    assert parse(["training step 3", fx.NCCL_905_PORT_ERROR]).settled and not parse(["training step 3"]).settled

@@ -20,7 +20,6 @@ from typing import BinaryIO
 from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, SourceFailure
 from providers.kernel_log.joblog.nodes import NodeResolver, is_safe_component
 from providers.kernel_log.joblog.patterns import MAX_LINE_CHARS  # longer lines are cut before the parser sees them
-from providers.kernel_log.joblog.prefilter import decisive_in
 from providers.kernel_log.reading import GzipReader
 
 log = logging.getLogger("attribution_adapter.kernel_log.joblog")
@@ -38,12 +37,14 @@ MAX_DIR_ENTRIES = 256 * 1024
 MAX_ROTATED_FILES = 16
 READ_CHUNK = 1024 * 1024
 #: when the shares are smaller than a node's bound, 1/FURTHER_SHARE of the request's bound is kept back for reading
-#: further back the nodes whose share holds no decisive line
+#: further back the nodes whose share does not settle them
 FURTHER_SHARE = 8
 
-#: where a node's lines go, oldest first, as bytes: one call per file read, holding its whole lines (the first one
-#: complete, the last one maybe without its newline); `text_lines` gives them as text
-TailSink = Callable[[bytes], None]
+#: where a node's tail goes: its pieces oldest first (one per file read), each holding whole lines (the first one
+#: complete, the last one maybe without its newline; `text_lines` gives them as text). A call replaces what an
+#: earlier call for the node gave, and says whether the tail settles the node (`NodeLog.settled`); when it does not
+#: and older output lies behind, the node is read further back and handed over again.
+TailSink = Callable[[list[bytes]], bool]
 
 
 @dataclass(frozen=True)
@@ -72,10 +73,10 @@ class NodeRead:
     cut: bool
     #: files skipped because they could not be read, were corrupt, or vanished (relative paths)
     skipped: tuple[str, ...] = ()
-    #: read further back than its share because its share held no decisive line
+    #: read further back than its share because its share did not settle it
     further: bool = False
-    #: older output was not read and what was read holds no decisive line (a marker of the signal table, a
-    #: traceback, torchelastic's summary)
+    #: older output was not read and what was read does not settle the node (a rank whose lines were read has no
+    #: line that decides for it: `NodeLog.settled`)
     undecided: bool = False
 
 
@@ -182,8 +183,8 @@ def read_job_logs(
     undecided = [r.node for r in reads.values() if r.undecided]
     if undecided:
         notes.append(
-            f"no watchdog, progress, error or launcher line was found within the read bound of the job logs of "
-            f"{len(undecided)} node(s), whose older output was not read: {_names(undecided)}"
+            f"within the read bound of the job logs of {len(undecided)} node(s), some rank that wrote there has no "
+            f"watchdog, progress or error line, and older output was not read: {_names(undecided)}"
         )
     skipped = sum(len(r.skipped) for r in reads.values())
     if skipped:
@@ -263,7 +264,7 @@ def parse_file_name(name: str) -> tuple[str, int, bool] | None:
 
 
 def _reserve(nodes: int, limits: ReadLimits) -> _Budget:
-    """The bytes kept back from the shares for reading further back the nodes whose share holds no decisive line:
+    """The bytes kept back from the shares for reading further back the nodes whose share does not settle them:
     an eighth of the request's bound when the shares are smaller than a node's bound, else none."""
     if nodes == 0 or limits.request_bytes // nodes >= limits.node_bytes:
         return _Budget(0)
@@ -313,17 +314,18 @@ def _read_node(
     node: str, files: list[_LogFile], share: int, budget: _Budget, reserve: _Budget, ceiling: int,
     sink_for: Callable[[str], TailSink], deadline: Deadline,
 ) -> NodeRead:
-    """Read the newest `share` bytes of a node's files and feed their lines, oldest first.
+    """Read the newest `share` bytes of a node's files and hand them over, oldest first.
 
-    When those bytes hold no decisive line (a marker of the signal table, a traceback, torchelastic's summary) and
-    older output lies behind them, the node is read further back, four times as far each time, up to `ceiling`
-    bytes, the extra bytes taken from `reserve`: a node whose last lines are a stack dump or teardown output still
-    gives the lines that decide. The bytes read again are counted once.
+    When the sink says they do not settle the node (a rank whose lines they hold has no line that decides for it)
+    and older output lies behind them, the node is read further back, four times as far each time, up to `ceiling`
+    bytes, the extra bytes taken from `reserve`: a node whose last lines are a hung rank's stack dump or teardown
+    output still gives the lines that decide. The bytes read again are counted once.
     """
+    sink = sink_for(node)
     tail = _tail(files, share, budget, deadline)
     further = False
-    decided = not tail.cut or tail.decides()  # a node read whole is as decided as it can be
-    while not decided and tail.size < ceiling:
+    settled = _hand_over(tail, sink, deadline) or not tail.cut  # a node read whole is as settled as it can be
+    while not settled and tail.size < ceiling:
         want = min(ceiling, max(tail.size, 1) * 4)
         extra = reserve.take(want - tail.size)
         if extra <= 0:
@@ -331,15 +333,16 @@ def _read_node(
         _check(deadline)
         tail = _tail(files, tail.size + extra, _Budget(tail.size + extra), deadline)
         further = True
-        decided = not tail.cut or tail.decides()
-    undecided = not decided
-    sink = sink_for(node)
-    for data, partial in reversed(tail.pieces):
-        _check(deadline)
-        _feed(data, partial, sink)
+        settled = _hand_over(tail, sink, deadline) or not tail.cut
     return NodeRead(
-        node, tuple(tail.files), tail.bytes_read, tail.cut, tuple(tail.skipped), further=further, undecided=undecided
+        node, tuple(tail.files), tail.bytes_read, tail.cut, tuple(tail.skipped), further=further,
+        undecided=not settled,
     )
+
+
+def _hand_over(tail: _Tail, sink: TailSink, deadline: Deadline) -> bool:
+    _check(deadline)
+    return sink([piece for piece in (_whole_lines(data, partial) for data, partial in reversed(tail.pieces)) if piece])
 
 
 @dataclass
@@ -353,9 +356,6 @@ class _Tail:
     size: int = 0
     cut: bool = False
 
-    def decides(self) -> bool:
-        """Whether a piece holds a decisive line (`prefilter.decisive_in`)."""
-        return any(decisive_in(data) for data, _ in self.pieces)
 
 
 def _tail(files: list[_LogFile], share: int, budget: _Budget, deadline: Deadline) -> _Tail:
@@ -470,15 +470,12 @@ def _gz_tail(path: Path, need: int, budget: _Budget, deadline: Deadline) -> tupl
     return bytes(tail), reader.inflated > len(tail), counter.count, True
 
 
-def _feed(data: bytes, partial: bool, sink: TailSink) -> None:
-    """Hand `data`'s whole lines to `sink`, dropping a first line that was cut by the tail's start."""
+def _whole_lines(data: bytes, partial: bool) -> bytes:
+    """`data` without a first line that was cut by the tail's start."""
     if partial:
         first = data.find(b"\n")
-        if first < 0:
-            return
-        data = data[first + 1 :]
-    if data:
-        sink(data)
+        return b"" if first < 0 else data[first + 1 :]
+    return data
 
 
 def text_lines(data: bytes) -> list[str]:

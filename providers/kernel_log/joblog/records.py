@@ -184,6 +184,27 @@ class NodeLog:
     signals: tuple[SignalHit, ...] = ()
 
     @property
+    def settled(self) -> bool:
+        """Whether every rank whose own (`[rankN]:`) lines the tail holds has a record of its own -- a watchdog
+        timeout or progress line, a CUDA error, a traceback or another signal line; torchelastic's entry for it says
+        that it ended, not why, and does not count --, or, when no rank prefixes its lines, whether it holds any
+        record. A tail that is not settled may end in output printed after the lines that decide (a hung rank's
+        stack dump): the reader reads further back."""
+        ranks = {rank for rank, seen in self.ranks.items() if not seen.marker_only}
+        if not ranks:
+            return self.reported
+        own: set[int] = set()
+        for records in (self.timeouts, self.progress, self.cuda, self.signals):
+            for record in records:
+                rank = record.rank
+                if rank is None and record.group is not None and record.group.default_group:
+                    rank = record.group.rank
+                if rank is not None:
+                    own.add(rank)
+        own.update(t.rank for t in self.tracebacks if t.rank is not None)
+        return ranks <= own
+
+    @property
     def reported(self) -> bool:
         """Whether the tail holds any record: a watchdog or progress line, a desync report, a launcher summary, a
         network or CUDA error, a traceback or another signal of the table."""

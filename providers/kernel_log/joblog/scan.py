@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,12 +39,18 @@ def scan_job_logs(
     a folder cannot be listed; nodes the deadline came before are left out (`read.late`).
     """
     resolve = resolver_factory(nodes)
-    parsers: dict[str, NodeParser] = {}
+    logs: dict[str, NodeLog] = {}
 
     def sink_for(node: str) -> TailSink:
-        parser = parsers[node] = NodeParser(node, resolve)
-        return functools.partial(feed_tail, parser)
+        def read(pieces: list[bytes]) -> bool:
+            parser = NodeParser(node, resolve)
+            for data in pieces:
+                feed_tail(parser, data)
+            log = logs[node] = parser.result()
+            return log.settled
+
+        return read
 
     read = read_job_logs(root, workload_id, attempt_index, nodes, resolve, sink_for, deadline, limits)
     late = set(read.late)
-    return JobLogScan(read, {node: parser.result() for node, parser in parsers.items() if node not in late})
+    return JobLogScan(read, {node: log for node, log in logs.items() if node not in late})

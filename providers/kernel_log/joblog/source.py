@@ -45,6 +45,9 @@ class JobLogs:
     notes: tuple[str, ...]
     #: scope nodes with job logs that the deadline came before: not read
     late: tuple[str, ...] = ()
+    #: nodes read up to their bound without settling them (`files.NodeRead.undecided`): what decides for some rank
+    #: of theirs may lie in older output
+    undecided: tuple[str, ...] = ()
 
 
 class JobLogSource(Protocol):
@@ -69,7 +72,8 @@ class FileJobLogSource:
             self.root, request.workload_id, request.workload_context.attempt_index, nodes, deadline,
             limits=self.limits, resolver_factory=resolver,
         )
-        return JobLogs(scan.logs, scan.read.notes, scan.read.late)
+        undecided = tuple(n for n, r in scan.read.nodes.items() if r.undecided)
+        return JobLogs(scan.logs, scan.read.notes, scan.read.late, undecided)
 
 
 @dataclass(frozen=True)
@@ -86,8 +90,8 @@ class JobLogResult:
     #: scope nodes whose job logs the deadline came before: what the logs read say of the job as a whole is not the
     #: whole job's
     late: frozenset[str] = frozenset()
-    #: nodes whose job log was read and holds no record while another node's does: what the others say of the job
-    #: as a whole may be about them
+    #: nodes whose job log was read and holds no record while another node's does, or that were read up to their
+    #: bound without settling them: what the others say of the job as a whole may be about them
     quiet: frozenset[str] = frozenset()
 
 
@@ -101,6 +105,7 @@ def job_log_result(
     detected = request.failure_context.detected_at
     reported = {node for node, log in job_logs.logs.items() if log.reported}
     quiet = frozenset(job_logs.logs).difference(reported) if reported else frozenset()
+    quiet = quiet.union(job_logs.undecided)
     return JobLogResult(
         conclusions, frozenset(job_logs.logs), tuple(notes), detected, frozenset(job_logs.late), quiet
     )
