@@ -1,9 +1,11 @@
-"""The garbage collector is paused while `kernel_log` reads and concludes, and runs again after, whatever happens."""
+"""The garbage collector is paused while `kernel_log` reads and concludes, and runs again after, whatever happens; a
+worker reads one large request at a time."""
 
 from __future__ import annotations
 
 import dataclasses
 import gc
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from app import create_app
 from app.settings import Settings
 from providers.base import AttributionRequest, Deadline, ProviderProcessingError, TraceContext
 from providers.kernel_log import KernelLogProvider
-from providers.kernel_log.collection import collector_paused
+from providers.kernel_log.collection import LARGE_SCOPE_NODES, collector_paused
 from providers.kernel_log.joblog.source import JobLogs
 from providers.kernel_log.settings import parse_settings
 from providers.kernel_log.window import Window
@@ -79,3 +81,57 @@ def test_requests_side_by_side_share_one_pause_and_an_operators_choice_stands() 
     with collector_paused():
         assert not gc.isenabled()
     assert not gc.isenabled()
+
+
+@dataclasses.dataclass
+class _Holding:
+    """A job-log source that holds the first request until released, and counts the reads."""
+
+    started: threading.Event = dataclasses.field(default_factory=threading.Event)
+    release: threading.Event = dataclasses.field(default_factory=threading.Event)
+    reads: int = 0
+
+    def read(
+        self, request: AttributionRequest, nodes: Sequence[str], window: Window, deadline: Deadline,
+        trace: TraceContext | None,
+    ) -> JobLogs:
+        self.reads += 1
+        if self.reads == 1:
+            self.started.set()
+            self.release.wait(10)
+        return JobLogs({}, ())
+
+
+def test_a_worker_reads_one_large_request_at_a_time_and_a_waiting_one_gets_timeout_at_its_deadline(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "kernel").mkdir()
+    settings = parse_settings(
+        {"ATTRIBUTION_KERNEL_LOG_SOURCE": "files", "ATTRIBUTION_KERNEL_LOG_DIR": str(tmp_path / "kernel")}
+    )
+    source = _Holding()
+    app = create_app(Settings(provider="kernel_log"), KernelLogProvider(dataclasses.replace(settings, job_logs=source)))
+    large = [f"node-{i:05d}" for i in range(LARGE_SCOPE_NODES + 1)]
+    answers: list[dict] = []
+    first = threading.Thread(
+        target=lambda: answers.append(app.test_client().post("/v1/attribution", json=fast_body(large, T0.isoformat()))
+                                      .get_json())
+    )
+    first.start()
+    try:
+        assert source.started.wait(10)
+        body = fast_body(large, T0.isoformat())
+        body["timeout_ms"] = 1500
+        waiting = app.test_client().post("/v1/attribution", json=body).get_json()
+        assert waiting["error"]["type"] == "timeout" and waiting["attributions"] == []
+        assert source.reads == 1  # the second request read nothing
+        # A small request does not wait for the large one.
+        small = app.test_client().post("/v1/attribution", json=fast_body(large[:LARGE_SCOPE_NODES], T0.isoformat()))
+        assert small.get_json()["error"]["type"] == "insufficient_telemetry" and source.reads == 2
+    finally:
+        source.release.set()
+        first.join(10)
+    assert answers[0]["error"]["type"] == "insufficient_telemetry"  # the first one was answered
+    # Once it ended, the next large request is read.
+    assert app.test_client().post("/v1/attribution", json=fast_body(large, T0.isoformat())).status_code == 200
+    assert source.reads == 3
