@@ -32,6 +32,7 @@ from providers.kernel_log.joblog import (  # noqa: E402
     conclude,
     scan_job_logs,
 )
+from providers.kernel_log.joblog.files import FURTHER_SHARE  # noqa: E402
 
 RANKS_PER_NODE = 8
 WORKLOAD = "bench-job"
@@ -149,6 +150,8 @@ def main() -> None:
         print(json.dumps(scan(Path(args.scan), args.nodes)))
         return
     share = min(MAX_NODE_BYTES, MAX_REQUEST_BYTES // args.nodes)
+    if share < MAX_NODE_BYTES:  # a reserve is kept back for reading further back the nodes not settled
+        share = (MAX_REQUEST_BYTES - MAX_REQUEST_BYTES // FURTHER_SHARE) // args.nodes
     tail_bytes = max(int(args.tail_mib * MIB), 2 * share)  # every byte the reader takes is real text
     root = Path(tempfile.mkdtemp(prefix="joblog-bench-"))
     try:
@@ -170,7 +173,8 @@ def main() -> None:
           f"(read + parse {figures['read_and_parse_seconds']} s wall), "
           f"{figures['bytes_read'] / MIB:.1f} MiB read, {figures['lines']} lines, "
           f"{figures['nodes_cut']}/{figures['nodes_read']} files cut at the bound, "
-          f"peak RSS {figures['peak_rss_mib']} MiB")
+          f"peak RSS {figures['peak_rss_mib']} MiB; "
+          f"{figures['bytes_read'] / MIB / max(figures['read_and_parse_seconds'], 0.01):.0f} MiB/s read and parsed")
     print(f"conclusions: nodes {figures['findings']}, job {figures['job']}")
 
 
