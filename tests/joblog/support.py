@@ -60,3 +60,17 @@ def write_tree(root: Path, files: Mapping[str, bytes | str | Iterable[str]], wor
             data = gzip.compress(data, mtime=0)
         (folder / name).write_bytes(data)
     return folder
+
+
+def fixture_groups() -> list[tuple[str, tuple[str, ...]]]:
+    """Every group of real lines of `fixtures.py` by its name, a single line as a group of one."""
+    from tests.joblog import fixtures as fx
+
+    out = []
+    for name in sorted(vars(fx)):
+        value = getattr(fx, name)
+        if name.isupper() and isinstance(value, str):
+            out.append((name, (value,)))
+        elif name.isupper() and isinstance(value, tuple) and all(isinstance(v, str) for v in value):
+            out.append((name, value))
+    return out

@@ -31,21 +31,11 @@ from providers.kernel_log.joblog.records import LogLine, NodeLog
 from providers.kernel_log.joblog.source import resolver
 from providers.kernel_log.window import Window
 from tests.joblog import fixtures as fx
+from tests.joblog.support import fixture_groups
 
 DETECTED = datetime(2026, 9, 9, 12, 0, tzinfo=UTC)
 FIRST_NS = int((DETECTED - timedelta(minutes=5)).timestamp()) * 1_000_000_000
 WINDOW = Window(DETECTED - timedelta(minutes=15), DETECTED + timedelta(minutes=2))
-
-
-def _groups() -> list[tuple[str, tuple[str, ...]]]:
-    out = []
-    for name in sorted(vars(fx)):
-        value = getattr(fx, name)
-        if name.isupper() and isinstance(value, str):
-            out.append((name, (value,)))
-        elif name.isupper() and isinstance(value, tuple) and all(isinstance(v, str) for v in value):
-            out.append((name, value))
-    return out
 
 
 def _noise(steps: int, first_step: int = 0) -> list[str]:
@@ -118,7 +108,7 @@ def test_the_filtered_read_finds_what_a_full_parse_finds_in_real_lines() -> None
     # one node per report and placement, all read in one request
     logs: dict[str, list[str]] = {}
     scenarios: dict[str, tuple[str, str]] = {}
-    for i, (name, lines) in enumerate(_groups()):
+    for i, (name, lines) in enumerate(fixture_groups()):
         for j, (where, log) in enumerate((("at the end", _noise(40) + list(lines)),
                                           ("before noise", _noise(40) + list(lines) + _noise(40, 40)))):
             node = f"node-{i:03d}-{j}"
