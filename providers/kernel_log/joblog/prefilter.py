@@ -65,23 +65,6 @@ def _candidates() -> re2._Regexp:  # type: ignore[name-defined]
     return re2.compile(b"(?:" + b"|".join(re2.escape(w.encode()) for w in words) + b")[^\n]*")
 
 
-@functools.cache
-def _decisive() -> re2._Regexp:  # type: ignore[name-defined]
-    words = dict.fromkeys((*STANDALONE, *DECISIVE_OPENERS))
-    return re2.compile(b"|".join(re2.escape(w.encode()) for w in words))
-
-
-#: the structural texts that decide by themselves: a traceback and torchelastic's summary (process-group markers
-#: also stand on the lines of a healthy start)
-DECISIVE_OPENERS = STRUCTURAL[:3]
-
-
-def decisive_in(data: bytes) -> bool:
-    """Whether `data` holds a line that may decide an answer: a marker of the signal table, a Python traceback, or
-    torchelastic's failure summary."""
-    return _decisive().search(data) is not None
-
-
 def candidate_words() -> tuple[str, ...]:
     """Every text that makes a line a candidate (for the docs and the tests)."""
     return tuple(dict.fromkeys((*STANDALONE, *STRUCTURAL, *REREAD)))
@@ -177,4 +160,4 @@ def _first(pattern: re.Pattern[bytes], data: bytes, end: int) -> list[bytes]:
     return pattern.findall(b"\n" + data[:end])
 
 
-__all__ = ["DECISIVE_OPENERS", "REREAD", "STRUCTURAL", "candidate_words", "decisive_in", "feed_tail"]
+__all__ = ["REREAD", "STRUCTURAL", "candidate_words", "feed_tail"]
