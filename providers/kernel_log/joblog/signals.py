@@ -203,9 +203,10 @@ def markers_in(text: str) -> tuple[str, ...]:
     return tuple(found)
 
 
-@functools.lru_cache(maxsize=1024)
-def _signals_of(markers: frozenset[str]) -> tuple[Signal, ...]:
-    ids = {s.id for m in markers for s in BY_MARKER[m]}
+@functools.lru_cache(maxsize=4096)
+def _signals_of(hits: tuple[int, ...]) -> tuple[Signal, ...]:
+    """The signals of a set match's markers (by their indices in MARKERS), in table order."""
+    ids = {s.id for m in _held(list(hits)) for s in BY_MARKER[m]}
     return tuple(s for s in SIGNALS if s.id in ids)
 
 
@@ -214,4 +215,4 @@ def signals_in(text: str) -> tuple[Signal, ...]:
     hits = _MARKER_SET.Match(text)
     if not hits:
         return ()
-    return _signals_of(frozenset(_held(hits)))
+    return _signals_of(tuple(sorted(hits)))
