@@ -14,12 +14,16 @@ case ignored; each query URL within 8 KiB, at most `MAX_BATCH_NODES` nodes); for
   `ATTRIBUTION_LOKI_LIMIT`, until each node of the batch has its share of the job-log byte bound or the pages
   (`ATTRIBUTION_LOKI_MAX_PAGES`) end;
 - the entry headers of torchelastic's failure summary (`[0]:`, a line that holds no literal marker): `|~` with one
-  anchored pattern, one page;
-- where each rank wrote: a metric query, `sum by (host, rank) (count_over_time(... |= "[rank" | regexp ...))`, which
-  names every (node, rank) pair with at least one `[rankN]:` line in the window whatever their number. A rank of
-  `scope.ranks` it places whose own lines are not among those read (a rank that fell silent) gets its newest line
-  read (`|= "[rankN]:"`, one line, backward), at most `MAX_LAST_LINES` of them a request: the rules place a rank by
-  its lines and show its last one, and look for silent ranks only among those the request names.
+  anchored pattern, one page.
+
+Once every line query is answered, where the ranks of `scope.ranks` that no line read places (a rank that fell
+silent) wrote: a metric query, `sum by (host, rank) (count_over_time(... | regexp ...))`, naming each (node, rank)
+pair with `[rankN]:` lines in the window whatever their number. It names those ranks (`|~ "\\\\[rank(?:a|b)\\\\]:"`,
+at most `MAX_PLACEMENT_RANKS` a query, over the job's streams), or, when that would take more queries, every rank
+(`|= "[rank"`) over the batches' nodes, at most `MAX_PLACEMENT_NODES` a query. Each rank it places then gets its
+newest line read (`|= "[rankN]:"`, one line, backward), at most `MAX_LAST_LINES` of them a request: the rules place a
+rank by its lines and show its last one, and look for silent ranks only among those the request names. A rank whose
+own lines were read on one node is not looked for on the others.
 
 Each node's lines are then parsed oldest first, each with Loki's timestamp in front of it (a collector time the
 job-log parser reads).
@@ -28,6 +32,7 @@ job-log parser reads).
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -74,6 +79,9 @@ MAX_BATCH_NODES = 256
 #: nodes of one placement query at most: it answers one series per (node, rank), and Loki refuses a query of more
 #: than `max_query_series` (500 by default) series: 48 nodes leave room for 10 ranks a node
 MAX_PLACEMENT_NODES = 48
+#: ranks of one placement query that names them (its series: each rank on the nodes it wrote on; Loki's default
+#: `max_query_series` is 500, room for each rank on three nodes)
+MAX_PLACEMENT_RANKS = 128
 #: ranks whose newest line is read one by one, a request (the placement query named them, no line read showed them)
 MAX_LAST_LINES = 256
 #: the label the placement query extracts the rank into (a name no collector gives a stream)
@@ -127,9 +135,16 @@ def header_filter() -> str:
     return " |~ " + string(ENTRY_HEADER)
 
 
-def placement_query(selector: str, seconds: int, host_label: str) -> str:
-    """The metric query naming each (host, rank) with `[rankN]:` lines in the `seconds` before its time."""
-    inner = f'{selector} |= "[rank" | regexp {string(RANK_PATTERN)}'
+def placement_query(selector: str, seconds: int, host_label: str, ranks: Sequence[int] = ()) -> str:
+    """The metric query naming each (host, rank) with `[rankN]:` lines in the `seconds` before its time: of every
+    rank, or with `ranks`, of those ranks only."""
+    if ranks:
+        numbers = "|".join(str(r) for r in ranks)
+        kept = string(r"\[rank(?:" + numbers + r")\]:")
+        named = string(r"\[rank(?P<" + RANK_LABEL + ">" + numbers + r")\]:")
+        inner = f"{selector} |~ {kept} | regexp {named}"
+    else:
+        inner = f'{selector} |= "[rank" | regexp {string(RANK_PATTERN)}'
     return f"sum by ({host_label}, {RANK_LABEL}) (count_over_time({inner} [{seconds}s]))"
 
 
@@ -293,14 +308,13 @@ class LokiJobLogSource:
         for b, batch in enumerate(batches):
             pool.add(partial(self._signal_lines, batch, start, end, share, headers, resolve, deadline), ("lines", b))
             pool.add(partial(self._headers, batch, start, end, headers, resolve, deadline), ("lines", b))
-            for selector in batch.placement:
-                pool.add(partial(self._placement, selector, end, seconds, headers, resolve, deadline), ("placement", b))
         lines_waiting = [2] * len(batches)  # line queries of each batch not answered yet
-        placement_waiting = [len(batch.placement) for batch in batches]
+        lines_left = 2 * len(batches)
         wanted = set(request.scope.ranks)
+        followable = set(sendable)
         logs: dict[str, NodeLog] = {}
         failed_lines = 0
-        followed = 0
+        asked: set[tuple[str, int]] = set()
         unplaced = 0
         touched: set[str] = set()
         for tag, result in pool.results():
@@ -312,41 +326,42 @@ class LokiJobLogSource:
                     got.add([(key, ts, line) for ts, line in result], fresh_only=True)  # type: ignore[union-attr]
                     touched.add(key)
                 continue
-            batch = batches[key]
-            if isinstance(result, BaseException):
-                if kind == "placement":
+            if kind == "placement":
+                if isinstance(result, BaseException):
                     got.placement_failed += 1
-                    placement_waiting[key] -= 1
-                else:
-                    failed_lines += 1
-                    lines_waiting[key] -= 1
-                    (got.late if isinstance(result, NotFinished) else got.lost).update(batch.nodes)
-                    got.errors.append(result)
-            elif kind == "placement":
-                placement_waiting[key] -= 1
-                for node, rank, host in result:  # type: ignore[union-attr]
-                    got.placed.setdefault(node, {})[rank] = host
+                    continue
+                for node, rank, host in sorted(result):  # type: ignore[call-overload]
+                    if (rank not in wanted or node not in followable or node in got.lost or node in got.late
+                            or (node, rank) in asked or not representable(host) or _prefixed(logs.get(node), rank)):
+                        continue
+                    asked.add((node, rank))
+                    if len(asked) > self.max_last_lines:
+                        unplaced += 1
+                        continue
+                    pool.add(partial(self._last_line, query, host, rank, start, end, headers, deadline),
+                             ("last", node))
+                continue
+            batch = batches[key]
+            lines_waiting[key] -= 1
+            lines_left -= 1
+            if isinstance(result, BaseException):
+                failed_lines += 1
+                (got.late if isinstance(result, NotFinished) else got.lost).update(batch.nodes)
+                got.errors.append(result)
             else:
                 entries, cut = result  # type: ignore[misc]
                 got.add(entries)
                 got.cut |= cut
-                lines_waiting[key] -= 1
-            if kind == "lines" and lines_waiting[key] == 0:  # parsed while other batches are still being read
+            if lines_waiting[key] == 0:  # parsed while other batches are still being read
                 logs.update(self._parse(batch.nodes, got, resolve))
-            if lines_waiting[key] == 0 and placement_waiting[key] == 0 and wanted:
-                lines_waiting[key] = -1  # this batch's follow-ups are asked for once
-                for node in batch.nodes:
-                    if node in got.lost or node in got.late:
-                        continue
-                    for rank, host in sorted(got.placed.get(node, {}).items()):
-                        if rank not in wanted or _prefixed(logs.get(node), rank):
-                            continue
-                        if followed >= self.max_last_lines:
-                            unplaced += 1
-                            continue
-                        followed += 1
-                        pool.add(partial(self._last_line, query, host, rank, start, end, headers, deadline),
-                                 ("last", node))
+            if lines_left == 0 and wanted:
+                # Every line is in: where the ranks whose own lines were not read wrote (silent ranks)
+                placements = self._placements(query, batches, logs, wanted, got, seconds)
+                if time.monotonic() >= pool.until:  # the waiting is over: not sent
+                    got.placement_failed += len(placements)
+                    placements = []
+                for placement in placements:
+                    pool.add(partial(self._placement, placement, end, headers, resolve, deadline), ("placement", 0))
         if batches and failed_lines == 2 * len(batches):
             first = got.errors[0]
             if isinstance(first, NotFinished):
@@ -354,6 +369,41 @@ class LokiJobLogSource:
             raise first
         logs.update(self._parse(sorted(touched), got, resolve))
         return JobLogs(logs, self._notes(got, unplaced), tuple(n for n in nodes if n in got.late))
+
+    def _placements(
+        self, query: str, batches: Sequence[_Batch], logs: dict[str, NodeLog], wanted: set[int], got: _Read,
+        seconds: int,
+    ) -> list[str]:
+        """The placement queries for the ranks of `wanted` that no line read places: the fewer of (a) those ranks
+        named, at most MAX_PLACEMENT_RANKS a query, over the job's streams, and (b) every rank, over the batches'
+        nodes of at most MAX_PLACEMENT_NODES a query (the batches whose lines were read)."""
+        placed = {rank for log in logs.values() for rank, s in log.ranks.items() if not s.marker_only}
+        silent = sorted(wanted - placed)
+        if not silent:
+            return []
+        by_nodes = [placement_query(selector, seconds, self.host_label) for batch in batches
+                    if not all(n in got.lost or n in got.late for n in batch.nodes) for selector in batch.placement]
+        room = self.max_url_bytes - _PARAMS_BYTES - len(self.instant_endpoint)
+        by_ranks: list[str] = []
+        chunk: list[int] = []
+        size = 0
+        for rank in silent:
+            # each rank is written twice (the filter, the regexp): its digits and a `|` (%7C) each time
+            cost = 2 * (len(str(rank)) + 3)
+            if chunk and (len(chunk) == MAX_PLACEMENT_RANKS or size + cost > room):
+                by_ranks.append(placement_query(query, seconds, self.host_label, chunk))
+                chunk = []
+                if len(by_ranks) >= len(by_nodes):
+                    return by_nodes
+            if not chunk:
+                size = encoded_length(placement_query(query, seconds, self.host_label, [rank]))
+                if size > room:
+                    return by_nodes
+            else:
+                size += cost
+            chunk.append(rank)
+        by_ranks.append(placement_query(query, seconds, self.host_label, chunk))
+        return by_ranks if len(by_ranks) <= len(by_nodes) else by_nodes
 
     def _notes(self, got: _Read, unplaced: int) -> tuple[str, ...]:
         notes = []
@@ -460,14 +510,12 @@ class LokiJobLogSource:
         return out, count >= self.limit
 
     def _placement(
-        self, selector: str, end: int, seconds: int, headers: dict[str, str], resolve: NodeResolver,
-        deadline: Deadline,
+        self, query: str, end: int, headers: dict[str, str], resolve: NodeResolver, deadline: Deadline,
     ) -> list[tuple[str, int, str]]:
-        """(node, rank, host label value) of every rank with `[rankN]:` lines on a node `selector` selects."""
+        """(node, rank, host label value) of every rank the placement `query` finds `[rankN]:` lines of."""
         last = end - 1  # the window's last nanosecond: Loki counts over (time - range, time]
         at = f"{last // 1_000_000_000}.{last % 1_000_000_000:09d}"
-        body = self._get(self.instant_endpoint, {"query": placement_query(selector, seconds, self.host_label),
-                                                 "time": at}, headers, deadline)
+        body = self._get(self.instant_endpoint, {"query": query, "time": at}, headers, deadline)
         unreadable = ProviderProcessingError(f"{SOURCE} answered with an unreadable body", kind=SourceFailure.MALFORMED)
         out = []
         for series in results(body, "vector", SOURCE):
