@@ -56,7 +56,7 @@ from providers.kernel_log.joblog.markers import markers
 from providers.kernel_log.joblog.nodes import NodeResolver
 from providers.kernel_log.joblog.source import JobLogs, resolver
 from providers.kernel_log.loki.client import encoded_length, get_json, ns_span, read_entries, results, session
-from providers.kernel_log.loki.fanout import NotFinished, Pool, until_for
+from providers.kernel_log.loki.fanout import NotFinished, Pool, Slots, until_for
 from providers.kernel_log.loki.logql import (
     SelectorTemplate,
     TemplateError,
@@ -285,7 +285,10 @@ class LokiJobLogSource:
         window: Window,
         deadline: Deadline,
         trace: TraceContext | None,
+        slots: Slots | None = None,
     ) -> JobLogs:
+        """The usable lines of `nodes` in the window, parsed; with `slots`, each query also holds one of them
+        (shared with the kernel-log source reading the same Loki at once)."""
         query = build_job_query(self.template, request.workload_id, request.workload_context.attempt_index)
         if query is None:
             return JobLogs({}, ("the workload id cannot be put into the Loki job-log selector: no job logs were read",))
@@ -304,7 +307,7 @@ class LokiJobLogSource:
         sendable = [node for node in nodes if representable(node)]
         batches = self.plan(query, sendable, seconds)
         got = _Read(unsendable=len(nodes) - len(sendable))
-        pool = Pool(self.concurrency, until_for(deadline), "loki-job")
+        pool = Pool(self.concurrency, until_for(deadline), "loki-job", slots)
         for b, batch in enumerate(batches):
             pool.add(partial(self._signal_lines, batch, start, end, share, headers, resolve, deadline), ("lines", b))
             pool.add(partial(self._headers, batch, start, end, headers, resolve, deadline), ("lines", b))

@@ -1,0 +1,131 @@
+"""Kernel logs and job logs both from one Loki: their queries run at once, together within
+`ATTRIBUTION_LOKI_CONCURRENCY`, and each source's findings and failures stay its own.
+
+A stub Loki (bench/loki_stub.py) evaluates the provider's LogQL for real; its store here holds each query it answers
+for a while and keeps count of the kernel-log and job-log queries it holds at once.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from app import create_app
+from app.settings import Settings
+from bench.joblog_scan import _failure, node_name
+from bench.loki_stub import LogStore, Stream, StubLoki
+from providers.kernel_log import KernelLogProvider
+
+DETECTED = datetime(2026, 9, 9, 12, 0, tzinfo=UTC)
+HOLD_S = 0.05
+XID = "kernel: [1000.000000] NVRM: Xid (PCI:0000:91:00): 79, pid=1, GPU has fallen off the bus."
+
+
+def _ns(at: datetime) -> int:
+    return int(at.timestamp()) * 1_000_000_000 + at.microsecond * 1000
+
+
+class _Holding(LogStore):
+    """Answers each query after holding it HOLD_S, counting the kernel-log and job-log queries held at once."""
+
+    def __init__(self, streams: Any, fail_job: bool = False) -> None:
+        super().__init__(streams)
+        self.fail_job = fail_job
+        self.held = {"kernel": 0, "job": 0}
+        self.together = 0  # answers during which a query of the other source was held too
+        self.most = 0
+
+    def answer(self, path: str, params: Any) -> tuple[int, bytes]:
+        kind = "kernel" if 'job="syslog"' in params.get("query", "") else "job"
+        other = "job" if kind == "kernel" else "kernel"
+        with self._lock:
+            self.held[kind] += 1
+            self.most = max(self.most, sum(self.held.values()))
+        try:
+            time.sleep(HOLD_S)
+            with self._lock:
+                self.together += self.held[other] > 0
+            if kind == "job" and self.fail_job:
+                return 502, b"{}"
+            return super().answer(path, params)
+        finally:
+            with self._lock:
+                self.held[kind] -= 1
+
+
+def _store(nodes: int, fail_job: bool = False) -> _Holding:
+    at = _ns(DETECTED - timedelta(seconds=60))
+    streams = []
+    for n in range(nodes):
+        failure = [(at + i * 1_000_000, line) for i, line in enumerate(_failure(n).splitlines())]
+        streams.append(Stream({"job": "job-1", "host": node_name(n)}, failure))
+        kernel = [(at, f"{node_name(n)} {XID}")] if n == 1 else [(at, f"{node_name(n)} kernel: eth0: link up")]
+        streams.append(Stream({"job": "syslog", "host": node_name(n)}, kernel))
+    return _Holding(streams, fail_job)
+
+
+def _ask(url: str, nodes: int, concurrency: int) -> dict[str, Any]:
+    provider = KernelLogProvider.from_options({
+        "ATTRIBUTION_KERNEL_LOG_SOURCE": "loki", "ATTRIBUTION_LOKI_URL": url,
+        "ATTRIBUTION_LOKI_SELECTOR": '{job="syslog", host=~"{hosts}"}',
+        "ATTRIBUTION_LOKI_JOB_SELECTOR": '{job="{workload_id}"}',
+        "ATTRIBUTION_LOKI_CONCURRENCY": str(concurrency),
+        "ATTRIBUTION_LOKI_LIMIT": "20",  # a few pages a query, so that both sources have queries to send
+    })
+    client = create_app(Settings(provider="kernel_log"), provider).test_client()
+    answer = client.post("/v1/attribution", json={
+        "schema_version": "0.1.0", "workload_id": "job-1",
+        "scope": {"nodes": [node_name(n) for n in range(nodes)], "ranks": list(range(8 * nodes))},
+        "failure_context": {"detected_at": DETECTED.isoformat().replace("+00:00", "Z"),
+                            "detection_signal": "application_error"},
+        "timeout_ms": 30000, "workload_context": {"workflow_id": "w", "attempt_index": 0}, "phase": "fast",
+    })
+    assert answer.status_code == 200
+    return answer.get_json()
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_kernel_and_job_log_queries_run_at_once_within_the_setting(concurrency: int) -> None:
+    store = _store(4)
+    with StubLoki(0.0, store=store) as loki:
+        body = _ask(loki.url, 4, concurrency)
+        stats = loki.stats()
+    # node-0001's GPU fell off the bus (its kernel log); every rank's watchdog timed out (the job logs): the
+    # kernel finding names the node, the job logs' timeouts stand beside it as its context or a job finding
+    assert (node_name(1), "gpu_off_bus") in [(f["target"].get("name"), f["error_category"])
+                                              for f in body["attributions"]]
+    assert store.most <= concurrency and stats["most_in_flight"] <= concurrency
+    if concurrency > 1:
+        assert store.together > 0  # a kernel-log query was answered while a job-log query was held, or back
+    else:
+        assert store.together == 0
+
+
+def test_a_failing_job_log_query_leaves_the_kernel_finding_and_says_so() -> None:
+    store = _store(2, fail_job=True)
+    with StubLoki(0.0, store=store) as loki:
+        body = _ask(loki.url, 2, 4)
+    assert [(f["target"]["name"], f["error_category"]) for f in body["attributions"]] == [(node_name(1),
+                                                                                          "gpu_off_bus")]
+    assert body["error"]["type"] == "insufficient_telemetry"
+    assert "the job logs could not be read (the Loki job-log source answered HTTP 502)" in body["error"]["message"]
+
+
+def test_a_kernel_log_loki_that_fails_is_the_answers_error_though_the_job_logs_were_read() -> None:
+    # every kernel-log query answered 502: the source fails as a whole (a typed service_error, no finding), as when
+    # the kernel logs were read first
+    class KernelFails(_Holding):
+        def answer(self, path: str, params: Any) -> tuple[int, bytes]:
+            if 'job="syslog"' in params.get("query", ""):
+                return 502, b"{}"
+            return super().answer(path, params)
+
+    store = KernelFails(_store(2).streams)
+    with StubLoki(0.0, store=store) as loki:
+        body = _ask(loki.url, 2, 4)
+    assert body["attributions"] == []
+    assert body["error"]["type"] == "service_error"
+    assert "answered HTTP 502" in body["error"]["message"]
