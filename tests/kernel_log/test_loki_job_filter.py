@@ -27,7 +27,7 @@ from providers.base import AttributionRequest, Deadline, FailureContext, Phase, 
 from providers.kernel_log import KernelLogProvider
 from providers.kernel_log.joblog import conclude
 from providers.kernel_log.joblog.lines import NodeParser
-from providers.kernel_log.joblog.loki import LokiJobLogSource, _stamp, keeps
+from providers.kernel_log.joblog.loki import LokiJobLogSource, _stamp, keeps, signal_filter
 from providers.kernel_log.joblog.records import LogLine, NodeLog
 from providers.kernel_log.joblog.source import resolver
 from providers.kernel_log.window import Window
@@ -276,12 +276,15 @@ def test_where_silent_ranks_wrote_is_asked_by_their_numbers_once_every_line_is_r
 
 
 def test_when_most_ranks_are_silent_where_they_wrote_is_asked_node_by_node() -> None:
-    # 100 nodes that wrote training lines only: 800 silent ranks would take 7 queries by number, 3 by nodes (48
-    # nodes a query); the newest lines read are bounded, and the answer says how many were left.
+    # 100 nodes that wrote training lines only, read 8 queries at once: in 4 batches (32, 32, 32 and 4 nodes: about
+    # one per query at once, at least 32 nodes each). 800 silent ranks would take 7 queries by number, 4 by nodes
+    # (one per batch, 48 nodes a query at most); the newest lines read are bounded, and the answer says how many
+    # were left.
     logs = {node_name(n): "".join(_training_block(n, step) for step in range(3)).splitlines() for n in range(100)}
     read, queries = _fleet_read(logs, list(range(800)), max_last_lines=16)
+    assert len({q for q in queries if q.endswith(signal_filter())}) == 4
     placement = [q for q in queries if q.startswith("sum by")]
-    assert len(placement) == 3
+    assert len(placement) == 4
     assert all('|= "[rank" | regexp' in q and 'host=~"(?i)(?:node-' in q for q in placement)
     assert len([q for q in queries if q.endswith(']:"')]) == 16  # the newest line of 16 ranks
     assert read.notes == ("the newest line of 784 rank(s) placed by Loki was not read: those ranks are not placed",)

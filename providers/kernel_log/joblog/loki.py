@@ -7,7 +7,8 @@ line belongs to.
 
 Most lines of a training log give the parser nothing but a count, so Loki is asked for the others only. The scope's
 nodes are split into batches (a host matcher added to the selector: each node's short name, any domain after it,
-case ignored; each query URL within 8 KiB, at most `MAX_BATCH_NODES` nodes); for each batch, side by side within
+case ignored; each query URL within 8 KiB, at most `MAX_BATCH_NODES` nodes, fewer in a scope too small to keep
+`ATTRIBUTION_LOKI_CONCURRENCY` queries busy otherwise); for each batch, side by side within
 `ATTRIBUTION_LOKI_CONCURRENCY` queries at once and the deadline:
 
 - the signal lines: `|~` with the literal markers of `markers.py`, read backward from the window's end in pages of
@@ -76,6 +77,9 @@ SOURCE = "the Loki job-log source"
 MAX_URL_BYTES = 8 * 1024
 #: nodes of one batch at most (fewer batches: fewer queries; smaller ones: shorter chains of pages)
 MAX_BATCH_NODES = 256
+#: a scope of fewer than `MAX_BATCH_NODES` x `ATTRIBUTION_LOKI_CONCURRENCY` nodes is split into about as many batches
+#: as queries may run at once (a batch's pages are read one after the other), each of at least this many nodes
+MIN_BATCH_NODES = 32
 #: nodes of one placement query at most: it answers one series per (node, rank), and Loki refuses a query of more
 #: than `max_query_series` (500 by default) series: 48 nodes leave room for 10 ranks a node
 MAX_PLACEMENT_NODES = 48
@@ -235,8 +239,10 @@ class LokiJobLogSource:
     # ------------------------------------------------------------ planning
 
     def plan(self, query: str, nodes: Sequence[str], seconds: int) -> list[_Batch]:
-        """The scope's nodes in batches of at most MAX_BATCH_NODES whose every query URL stays within
-        `max_url_bytes`, each split into placement batches of at most MAX_PLACEMENT_NODES."""
+        """The scope's nodes in batches whose every query URL stays within `max_url_bytes`, each split into
+        placement batches of at most MAX_PLACEMENT_NODES. A batch holds at most MAX_BATCH_NODES nodes, and fewer
+        when the scope is small: about one batch per query the concurrency allows, at least MIN_BATCH_NODES each."""
+        cap = min(MAX_BATCH_NODES, max(MIN_BATCH_NODES, -(-len(nodes) // max(1, self.concurrency))))
         empty = with_matcher(query, host_matcher(self.host_label, []))
         frame = _PARAMS_BYTES + max(
             len(self.endpoint) + encoded_length(empty + signal_filter()),
@@ -251,7 +257,7 @@ class LokiJobLogSource:
         for head in sorted(by_head):
             cost = encoded_length(go_escape(regex_escape(head))) + encoded_length("|")
             if groups and groups[-1] and (size + cost > self.max_url_bytes
-                                          or count + len(by_head[head]) > MAX_BATCH_NODES):
+                                          or count + len(by_head[head]) > cap):
                 groups.append([])
                 size, count = frame, 0
             if not groups:
