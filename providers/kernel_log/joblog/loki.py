@@ -98,8 +98,8 @@ RANK_PATTERN = r"\[rank(?P<" + RANK_LABEL + r">[0-9]{1,9})\]:"
 #: URL bytes kept for the parameters besides the query (start, end, limit, direction, time)
 _PARAMS_BYTES = 160
 
-#: (scope node, ns timestamp, line)
-Entry = tuple[str, int, str]
+#: scope node -> its (ns timestamp, line) entries, in the order received
+ByNode = dict[str, list[tuple[int, str]]]
 
 
 def _templates(template: str) -> list[SelectorTemplate]:
@@ -205,12 +205,14 @@ class _Read:
     placement_failed: int = 0
     unsendable: int = 0  # scope nodes whose names no LogQL string can carry (a lone surrogate): not asked for
 
-    def add(self, entries: list[Entry], fresh_only: bool = False) -> None:
+    def add(self, entries: ByNode, fresh_only: bool = False) -> None:
         """Keep `entries`; with `fresh_only`, those not already kept (a newest line may be one the filter kept)."""
-        for node, ts, line in entries:
+        for node, items in entries.items():
             kept = self.lines.setdefault(node, [])
-            if not fresh_only or (ts, line) not in kept:
-                kept.append((ts, line))
+            if fresh_only:
+                kept.extend(item for item in items if item not in kept)
+            else:
+                kept.extend(items)
 
 
 @dataclass(frozen=True)
@@ -332,7 +334,7 @@ class LokiJobLogSource:
                 if isinstance(result, BaseException):
                     unplaced += 1
                 else:
-                    got.add([(key, ts, line) for ts, line in result], fresh_only=True)  # type: ignore[union-attr]
+                    got.add({key: result}, fresh_only=True)  # type: ignore[dict-item]
                     touched.add(key)
                 continue
             if kind == "placement":
@@ -462,7 +464,7 @@ class LokiJobLogSource:
     def _signal_lines(
         self, batch: _Batch, start: int, end: int, share: int, headers: dict[str, str], resolve: NodeResolver,
         deadline: Deadline,
-    ) -> tuple[list[Entry], bool]:
+    ) -> tuple[ByNode, bool]:
         """The batch's marker lines, newest first in pages, each node within `share` bytes; (entries, cut)."""
         query = batch.selector + signal_filter()
         with session(deadline) as http:  # one connection for the batch's pages
@@ -471,10 +473,12 @@ class LokiJobLogSource:
     def _pages(
         self, http: requests.Session, batch: _Batch, query: str, start: int, end: int, share: int,
         headers: dict[str, str], resolve: NodeResolver, deadline: Deadline,
-    ) -> tuple[list[Entry], bool]:
+    ) -> tuple[ByNode, bool]:
         used: dict[str, int] = {}
-        out: list[Entry] = []
+        newest_first: ByNode = {}
         seen_at_end: set[tuple[str, int, str]] = set()
+        nodes: dict[str, str | None] = {}  # host label value -> scope node
+        cut = True
         for _ in range(self.max_pages):
             body = self._get(self.endpoint, {"query": query, "start": start, "end": end, "limit": self.limit,
                                              "direction": "backward"}, headers, deadline, http)
@@ -485,37 +489,48 @@ class LokiJobLogSource:
                 )
             entries.reverse()  # newest first
             fresh = 0
-            nodes: dict[str, str | None] = {}
-            for host, ts, line in entries:
-                if (host, ts, line) in seen_at_end:
+            for entry in entries:
+                if entry in seen_at_end:
                     continue
                 fresh += 1
+                host, ts, line = entry
                 node = nodes[host] if host in nodes else nodes.setdefault(host, resolve(host))
-                if node is None or used.get(node, 0) >= share:
+                if node is None:
+                    continue
+                taken = used.get(node, 0)
+                if taken >= share:
                     continue
                 line = line[:MAX_LINE_CHARS]
-                used[node] = used.get(node, 0) + len(line.encode("utf-8", "replace")) + 1
-                out.append((node, ts, line))
+                used[node] = taken + (len(line) if line.isascii() else len(line.encode("utf-8", "replace"))) + 1
+                kept = newest_first.get(node)
+                if kept is None:
+                    kept = newest_first[node] = []
+                kept.append((ts, line))
             if count < self.limit:
-                return out[::-1], False
+                cut = False
+                break
             if fresh == 0 or not entries:
-                return out[::-1], True  # a whole page at one instant: no way further back
+                break  # a whole page at one instant: no way further back
             if len(used) == len(batch.nodes) and all(v >= share for v in used.values()):
-                return out[::-1], True
+                break
             oldest = entries[-1][1]
             seen_at_end = {e for e in entries if e[1] == oldest} | (seen_at_end if oldest + 1 == end else set())
             end = oldest + 1
-        return out[::-1], True
+        return {node: kept[::-1] for node, kept in newest_first.items()}, cut
 
     def _headers(
         self, batch: _Batch, start: int, end: int, headers: dict[str, str], resolve: NodeResolver,
         deadline: Deadline,
-    ) -> tuple[list[Entry], bool]:
+    ) -> tuple[ByNode, bool]:
         """The entry headers of torchelastic's summaries in the batch (a few a node): one page, the newest."""
         body = self._get(self.endpoint, {"query": batch.selector + header_filter(), "start": start, "end": end,
                                          "limit": self.limit, "direction": "backward"}, headers, deadline)
         entries, count = read_entries(body, self.host_label, SOURCE)
-        out = [(node, ts, line[:MAX_LINE_CHARS]) for host, ts, line in entries if (node := resolve(host)) is not None]
+        out: ByNode = {}
+        for host, ts, line in entries:
+            node = resolve(host)
+            if node is not None:
+                out.setdefault(node, []).append((ts, line[:MAX_LINE_CHARS]))
         return out, count >= self.limit
 
     def _placement(
