@@ -129,3 +129,35 @@ def test_a_kernel_log_loki_that_fails_is_the_answers_error_though_the_job_logs_w
     assert body["attributions"] == []
     assert body["error"]["type"] == "service_error"
     assert "answered HTTP 502" in body["error"]["message"]
+
+
+def test_a_query_that_gets_no_shared_slot_before_the_waiting_stops_is_unfinished() -> None:
+    # one slot, held by the kernel logs' long query: the job logs' query (which, without the shared slot, would
+    # answer at once) is yielded NotFinished when their waiting stops; the kernel logs' query ends with its result
+    import threading as th
+
+    from providers.kernel_log.loki.fanout import NotFinished, Pool, Slots
+
+    slots = Slots(1)
+    release = th.Event()
+    started: list[str] = []
+
+    def kernel_query() -> str:
+        started.append("kernel")
+        release.wait(10)
+        return "kernel lines"
+
+    def job_query() -> str:
+        started.append("job")
+        return "job lines"
+
+    kernel = Pool(1, time.monotonic() + 30, "k", slots)
+    kernel.add(kernel_query, "kernel")
+    while not started:
+        time.sleep(0.01)
+    job = Pool(1, time.monotonic() + 0.2, "j", slots)
+    job.add(job_query, "job")
+    (tag, result), = list(job.results())
+    assert tag == "job" and isinstance(result, NotFinished)
+    release.set()
+    assert list(kernel.results()) == [("kernel", "kernel lines")]
