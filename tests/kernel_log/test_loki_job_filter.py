@@ -288,3 +288,21 @@ def test_when_most_ranks_are_silent_where_they_wrote_is_asked_node_by_node() -> 
     assert all('|= "[rank" | regexp' in q and 'host=~"(?i)(?:node-' in q for q in placement)
     assert len([q for q in queries if q.endswith(']:"')]) == 16  # the newest line of 16 ranks
     assert read.notes == ("the newest line of 784 rank(s) placed by Loki was not read: those ranks are not placed",)
+
+
+def test_many_silent_ranks_are_asked_for_by_number_in_queries_of_at_most_128() -> None:
+    # 300 nodes, 20 of them silent (160 ranks): two queries by number (128 and 32 ranks) rather than one per batch
+    # of nodes; every silent rank is placed on its node and its newest line read.
+    silent = set(range(0, 300, 15))
+    logs = {}
+    for n in range(300):
+        text = "".join(_training_block(n, step) for step in range(2)) + ("" if n in silent else _failure(n))
+        logs[node_name(n)] = text.splitlines()
+    read, queries = _fleet_read(logs, list(range(300 * RANKS_PER_NODE)))
+    placement = [q for q in queries if q.startswith("sum by")]
+    named = [re.search(r"\(\?:([0-9|]+)\)", q).group(1).split("|") for q in placement]  # type: ignore[union-attr]
+    assert sorted(len(ranks) for ranks in named) == [32, 128]
+    assert sorted(int(r) for ranks in named for r in ranks) == [n * 8 + r for n in sorted(silent) for r in range(8)]
+    for n in silent:
+        assert sorted(read.logs[node_name(n)].ranks) == list(range(n * 8, n * 8 + 8))
+    assert read.notes == ()

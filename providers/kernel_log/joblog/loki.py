@@ -197,7 +197,6 @@ class _Read:
     """What the queries of one request gave, gathered on the caller's thread."""
 
     lines: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # node -> (ts, line), as received
-    placed: dict[str, dict[int, str]] = field(default_factory=dict)  # node -> rank -> the host label value
     cut: bool = False
     lost: set[str] = field(default_factory=set)  # nodes a query of theirs failed for
     late: set[str] = field(default_factory=set)  # nodes a query of theirs was unfinished at the deadline
