@@ -183,7 +183,11 @@ class KernelLogProvider(Provider):
         trace: TraceContext | None,
     ) -> tuple[Collector, JobLogs]:
         """The kernel logs and the job logs read from Loki at once, their queries together within
-        `ATTRIBUTION_LOKI_CONCURRENCY` (the kernel logs on a thread of their own, the job logs on this one)."""
+        `ATTRIBUTION_LOKI_CONCURRENCY` (the kernel logs on a thread of their own, the job logs on this one).
+
+        When the deadline came before any kernel log was read but job logs were, what the job logs say stands and
+        every node's kernel logs are named unread; with nothing read at all, the answer is the kernel logs' timeout.
+        """
         slots = Slots(self.settings.source.concurrency)  # type: ignore[attr-defined]
         context = contextvars.copy_context()  # the request's log context, on the kernel logs' thread too
         with ThreadPoolExecutor(1, thread_name_prefix="loki-kernel") as kernel_reader:
@@ -193,7 +197,15 @@ class KernelLogProvider(Provider):
             except BaseException:
                 kernel.result()  # a failure of the kernel logs is the answer's, as when they were read first
                 raise
-            return kernel.result(), job_logs
+            try:
+                return kernel.result(), job_logs
+            except ProviderTimeoutError:
+                if not job_logs.logs:
+                    raise
+                collector = Collector(names, window, zone=self.settings.time_zone)
+                collector.unread.update(names.nodes)
+                collector.finish()
+                return collector, job_logs
 
     def collect(
         self,

@@ -161,3 +161,76 @@ def test_a_query_that_gets_no_shared_slot_before_the_waiting_stops_is_unfinished
     assert tag == "job" and isinstance(result, NotFinished)
     release.set()
     assert list(kernel.results()) == [("kernel", "kernel lines")]
+
+
+def test_at_the_deadline_what_was_read_stands_and_the_unread_job_logs_are_named() -> None:
+    # 64 nodes, read 8 queries at once: two job-log batches of 32 nodes. The job-log queries of the second batch
+    # (node-0032 .. node-0063) are held past the request's deadline; everything else answers. The kernel finding
+    # (node-0001's GPU fell off the bus) stands, and the answer names the 32 nodes whose job logs were not read,
+    # not a bare timeout.
+    class SecondBatchHangs(_Holding):
+        def answer(self, path: str, params: Any) -> tuple[int, bytes]:
+            query = params.get("query", "")
+            if 'job="job-1"' in query and "node-0040" in query:
+                time.sleep(5)
+            return super().answer(path, params)
+
+    store = SecondBatchHangs(_store(64).streams)
+    with StubLoki(0.0, store=store) as loki:
+        provider = KernelLogProvider.from_options({
+            "ATTRIBUTION_KERNEL_LOG_SOURCE": "loki", "ATTRIBUTION_LOKI_URL": loki.url,
+            "ATTRIBUTION_LOKI_SELECTOR": '{job="syslog", host=~"{hosts}"}',
+            "ATTRIBUTION_LOKI_JOB_SELECTOR": '{job="{workload_id}"}',
+        })
+        client = create_app(Settings(provider="kernel_log"), provider).test_client()
+        answer = client.post("/v1/attribution", json={
+            "schema_version": "0.1.0", "workload_id": "job-1",
+            "scope": {"nodes": [node_name(n) for n in range(64)], "ranks": list(range(8 * 64))},
+            "failure_context": {"detected_at": DETECTED.isoformat().replace("+00:00", "Z"),
+                                "detection_signal": "application_error"},
+            "timeout_ms": 2000, "workload_context": {"workflow_id": "w", "attempt_index": 0}, "phase": "fast",
+        })
+    assert answer.status_code == 200
+    body = answer.get_json()
+    assert (node_name(1), "gpu_off_bus") in [(f["target"].get("name"), f["error_category"])
+                                              for f in body["attributions"]]
+    assert body["error"]["type"] == "insufficient_telemetry"
+    assert "the job-log lines of 32 node(s) were not read from Loki before the deadline" in body["error"]["message"]
+
+
+def test_kernel_logs_late_everywhere_leave_the_job_logs_finding_and_name_the_unread_kernel_logs() -> None:
+    # The kernel-log query is held past the deadline; the job logs answer: node-0002's ranks fell silent (training
+    # lines only) while every other rank's watchdog timed out. The job logs' finding stands and the answer says the
+    # deadline came before every node's kernel logs were read: not a bare timeout.
+    class KernelHangs(_Holding):
+        def answer(self, path: str, params: Any) -> tuple[int, bytes]:
+            if 'job="syslog"' in params.get("query", ""):
+                time.sleep(5)
+            return super().answer(path, params)
+
+    streams = [s for s in _store(4).streams if not (s.labels["job"] == "job-1" and s.labels["host"] == node_name(2))]
+    at = _ns(DETECTED - timedelta(seconds=90))
+    streams.append(Stream({"job": "job-1", "host": node_name(2)},
+                          [(at + r, f"[rank{r}]: {{'loss': 2.0, 'step': 1}}") for r in range(16, 24)]))
+    store = KernelHangs(streams)
+    with StubLoki(0.0, store=store) as loki:
+        provider = KernelLogProvider.from_options({
+            "ATTRIBUTION_KERNEL_LOG_SOURCE": "loki", "ATTRIBUTION_LOKI_URL": loki.url,
+            "ATTRIBUTION_LOKI_SELECTOR": '{job="syslog", host=~"{hosts}"}',
+            "ATTRIBUTION_LOKI_JOB_SELECTOR": '{job="{workload_id}"}',
+        })
+        client = create_app(Settings(provider="kernel_log"), provider).test_client()
+        answer = client.post("/v1/attribution", json={
+            "schema_version": "0.1.0", "workload_id": "job-1",
+            "scope": {"nodes": [node_name(n) for n in range(4)], "ranks": list(range(8 * 4))},
+            "failure_context": {"detected_at": DETECTED.isoformat().replace("+00:00", "Z"),
+                                "detection_signal": "application_error"},
+            "timeout_ms": 2000, "workload_context": {"workflow_id": "w", "attempt_index": 0}, "phase": "fast",
+        })
+    assert answer.status_code == 200
+    body = answer.get_json()
+    assert [(f["target"].get("name"), f["error_category"]) for f in body["attributions"]] == [
+        (node_name(2), "collective_hang")
+    ]
+    assert body["error"]["type"] == "insufficient_telemetry"
+    assert "the deadline came before the kernel logs of 4 of 4 nodes were read" in body["error"]["message"]
