@@ -67,7 +67,7 @@ def _store(nodes: int, fail_job: bool = False) -> _Holding:
     return _Holding(streams, fail_job)
 
 
-def _ask(url: str, nodes: int, concurrency: int) -> dict[str, Any]:
+def _ask(url: str, nodes: int, concurrency: int, timeout_ms: int = 30000) -> dict[str, Any]:
     provider = KernelLogProvider.from_options({
         "ATTRIBUTION_KERNEL_LOG_SOURCE": "loki", "ATTRIBUTION_LOKI_URL": url,
         "ATTRIBUTION_LOKI_SELECTOR": '{job="syslog", host=~"{hosts}"}',
@@ -81,7 +81,7 @@ def _ask(url: str, nodes: int, concurrency: int) -> dict[str, Any]:
         "scope": {"nodes": [node_name(n) for n in range(nodes)], "ranks": list(range(8 * nodes))},
         "failure_context": {"detected_at": DETECTED.isoformat().replace("+00:00", "Z"),
                             "detection_signal": "application_error"},
-        "timeout_ms": 30000, "workload_context": {"workflow_id": "w", "attempt_index": 0}, "phase": "fast",
+        "timeout_ms": timeout_ms, "workload_context": {"workflow_id": "w", "attempt_index": 0}, "phase": "fast",
     })
     assert answer.status_code == 200
     return answer.get_json()
@@ -234,3 +234,23 @@ def test_kernel_logs_late_everywhere_leave_the_job_logs_finding_and_name_the_unr
     ]
     assert body["error"]["type"] == "insufficient_telemetry"
     assert "the deadline came before the kernel logs of 4 of 4 nodes were read" in body["error"]["message"]
+
+
+def test_job_logs_late_everywhere_leave_the_kernel_finding_and_say_so() -> None:
+    # Every job-log query is held past the deadline while the kernel logs, read at the same time, answer (node-0001's
+    # GPU fell off the bus). The kernel finding stands beside a note on the job logs: not a bare timeout.
+    class JobLogsHang(_Holding):
+        def answer(self, path: str, params: Any) -> tuple[int, bytes]:
+            if 'job="job-1"' in params.get("query", ""):
+                time.sleep(5)
+            return super().answer(path, params)
+
+    store = JobLogsHang(_store(4).streams)
+    with StubLoki(0.0, store=store) as loki:
+        body = _ask(loki.url, 4, 8, timeout_ms=2000)
+    assert [(f["target"].get("name"), f["error_category"]) for f in body["attributions"]] == [
+        (node_name(1), "gpu_off_bus")
+    ]
+    assert body["error"]["type"] == "insufficient_telemetry"
+    assert ("the job logs could not be read (the Loki job-log source did not answer in time): no job-log evidence "
+            "was used") in body["error"]["message"]
