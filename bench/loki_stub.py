@@ -289,10 +289,10 @@ class LogStore:
         end = int(seconds) * 1_000_000_000 + int((frac + "000000000")[:9]) + 1  # (time - range, time]
         start = end - int(m.group("secs")) * 1_000_000_000
         counts: dict[tuple[str, ...], int] = {}
-        key = repr(query.stages)
+        stages = repr(query.stages)
         for index in self._selected(query):
             stream = self.streams[index]
-            lines, runs = self._kept(index, stream, query, key)
+            lines, runs = self._kept(index, stream, query, stages)
             items: list[tuple[str, int]] = [(line, 1) for ts, line in lines if start <= ts < end]
             for run in runs:
                 a, b = run.index_range(start, end)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from providers.base import (
     AttributionOutcome,
@@ -24,12 +26,15 @@ from providers.kernel_log.collection import collector_paused, one_large_at_a_tim
 from providers.kernel_log.dcgm import results as epilog
 from providers.kernel_log.dcgm.rules import attribute_epilog
 from providers.kernel_log.identity import NodeNames, scope_names
+from providers.kernel_log.joblog.loki import LokiJobLogSource
 from providers.kernel_log.joblog.source import JobLogs, job_log_result
 from providers.kernel_log.kernel.collect import Collector
 from providers.kernel_log.kernel.rules import attribute
 from providers.kernel_log.kernel.sources.facts import Proof
 from providers.kernel_log.kernel.sources.files import FileSource
 from providers.kernel_log.kernel.sources.journal import JournalSource
+from providers.kernel_log.kernel.sources.loki import LokiSource
+from providers.kernel_log.loki.fanout import Slots
 from providers.kernel_log.merge import merge, oom_kills
 from providers.kernel_log.settings import Settings, parse_settings
 from providers.kernel_log.window import Window, fast_window
@@ -153,16 +158,16 @@ class KernelLogProvider(Provider):
         proof = None if key is None else Proof()
         answers = self._answers
         nodes = names.nodes
-        collector = self.collect(names, window, work, trace, proof)
+        job_logs: JobLogs | None = None
+        if isinstance(self.settings.source, LokiSource) and isinstance(self.settings.job_logs, LokiJobLogSource):
+            collector, job_logs = self._both_from_loki(request, names, window, work, trace)
+        else:
+            collector = self.collect(names, window, work, trace, proof)
+            if self.settings.job_logs is not None:
+                job_logs = self._job_logs(request, nodes, window, work, trace)
         source = self.settings.source.evidence_source
         job = None
-        if self.settings.job_logs is not None:
-            try:
-                job_logs = self.settings.job_logs.read(request, nodes, window, work, trace)
-            except ProviderProcessingError as exc:
-                # The kernel logs were read: their findings stand, and the answer says what is missing beside them.
-                log.warning("job logs not read: %s", exc)
-                job_logs = JobLogs({}, (f"the job logs could not be read ({exc}): no job-log evidence was used",))
+        if job_logs is not None:
             job = job_log_result(request, nodes, job_logs, oom_kills(collector, source), self.settings.max_evidence)
         outcome = merge(nodes, attribute(nodes, collector, source), self.settings.max_evidence, job)
         complete = not (collector.unreadable_nodes or collector.unreadable_combined or collector.unread)
@@ -175,6 +180,50 @@ class KernelLogProvider(Provider):
             session_state=state,
         )
 
+    def _job_logs(
+        self, request: AttributionRequest, nodes: Sequence[str], window: Window, deadline: Deadline,
+        trace: TraceContext | None, slots: Slots | None = None,
+    ) -> JobLogs:
+        source = self.settings.job_logs
+        assert source is not None
+        try:
+            if slots is not None:
+                return source.read(request, nodes, window, deadline, trace, slots)  # type: ignore[call-arg]
+            return source.read(request, nodes, window, deadline, trace)
+        except ProviderProcessingError as exc:
+            # The kernel logs were read: their findings stand, and the answer says what is missing beside them.
+            log.warning("job logs not read: %s", exc)
+            return JobLogs({}, (f"the job logs could not be read ({exc}): no job-log evidence was used",))
+
+    def _both_from_loki(
+        self, request: AttributionRequest, names: NodeNames, window: Window, deadline: Deadline,
+        trace: TraceContext | None,
+    ) -> tuple[Collector, JobLogs]:
+        """The kernel logs and the job logs read from Loki at once, their queries together within
+        `ATTRIBUTION_LOKI_CONCURRENCY` (the kernel logs on a thread of their own, the job logs on this one).
+
+        When the deadline came before any kernel log was read but job logs were, what the job logs say stands and
+        every node's kernel logs are named unread; with nothing read at all, the answer is the kernel logs' timeout.
+        """
+        slots = Slots(self.settings.source.concurrency)  # type: ignore[attr-defined]
+        context = contextvars.copy_context()  # the request's log context, on the kernel logs' thread too
+        with ThreadPoolExecutor(1, thread_name_prefix="loki-kernel") as kernel_reader:
+            kernel = kernel_reader.submit(context.run, self.collect, names, window, deadline, trace, None, slots)
+            try:
+                job_logs = self._job_logs(request, names.nodes, window, deadline, trace, slots)
+            except BaseException:
+                kernel.result()  # a failure of the kernel logs is the answer's, as when they were read first
+                raise
+            try:
+                return kernel.result(), job_logs
+            except ProviderTimeoutError:
+                if not job_logs.logs:
+                    raise
+                collector = Collector(names, window, zone=self.settings.time_zone)
+                collector.unread.update(names.nodes)
+                collector.finish()
+                return collector, job_logs
+
     def collect(
         self,
         nodes: Sequence[str] | NodeNames,
@@ -182,9 +231,11 @@ class KernelLogProvider(Provider):
         deadline: Deadline,
         trace: TraceContext | None,
         proof: Proof | None = None,
+        slots: Slots | None = None,
     ) -> Collector:
         """Read the window's lines of `nodes` from the configured source (the benchmark calls this too); with a
-        `proof` (the files source only), what was listed and read is recorded in it.
+        `proof` (the files source only), what was listed and read is recorded in it; with `slots` (the Loki source
+        only), each query holds one of them.
 
         A large scope over per-host files is read in parts (`scope_parts`): when the deadline comes in the middle of
         a part, the parts read before it stand and the nodes of the others are named `unread`.
@@ -195,7 +246,7 @@ class KernelLogProvider(Provider):
         parts = scope_parts(names.nodes, PART_NODES) if large else []
         if len(parts) <= 1 or _combined(source):  # type: ignore[arg-type]
             collector = Collector(names, window, zone=self.settings.time_zone)
-            self._scan(collector, deadline, trace, proof)
+            self._scan(collector, deadline, trace, proof, slots)
             return collector
         whole = Collector(names, window, zone=self.settings.time_zone)
         for part in parts:
@@ -213,9 +264,14 @@ class KernelLogProvider(Provider):
             raise ProviderTimeoutError("reading the kernel logs did not finish in time")
         return whole
 
-    def _scan(self, collector: Collector, deadline: Deadline, trace: TraceContext | None, proof: Proof | None) -> None:
+    def _scan(
+        self, collector: Collector, deadline: Deadline, trace: TraceContext | None, proof: Proof | None,
+        slots: Slots | None = None,
+    ) -> None:
         if proof is not None:
             self.settings.source.scan(collector, deadline, trace, proof=proof)  # type: ignore[call-arg]
+        elif slots is not None:
+            self.settings.source.scan(collector, deadline, trace, slots)  # type: ignore[call-arg]
         else:
             self.settings.source.scan(collector, deadline, trace)
         collector.finish()

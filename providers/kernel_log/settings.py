@@ -75,9 +75,9 @@ LOKI_MAX_PAGES = Setting(
 LOKI_TENANT = Setting("ATTRIBUTION_LOKI_TENANT", "sent as `X-Scope-OrgID`")
 LOKI_CONCURRENCY = Setting(
     "ATTRIBUTION_LOKI_CONCURRENCY",
-    "Loki queries one request runs at once, for the kernel logs and then for the job logs (a large scope is split "
-    "into queries of at most 8 KiB URL each); a query answered 429 or 503 is sent again after its `Retry-After`, "
-    "at most 3 times, never past the deadline",
+    "Loki queries one request runs at once, the kernel logs' and the job logs' together when both are read from Loki "
+    "(a large scope is split into queries of at most 8 KiB URL each); a query answered 429 or 503 is sent again "
+    "after its `Retry-After`, at most 3 times, never past the deadline",
     DEFAULT_CONCURRENCY, 1, 64,
 )
 JOB_LOG_DIR = Setting(

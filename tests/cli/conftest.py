@@ -127,12 +127,19 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
 
 
 class FakeLoki:
-    """Answers /ready, label values, labels and query_range from `streams`: {host: [(ns epoch, line), ...]}."""
+    """Answers /ready, label values, labels and query_range from `streams`: {host: [(ns epoch, line), ...]}; with
+    `refusals` ({path: [(status, Retry-After or None), ...]}), the first calls of a path get those answers first."""
 
-    def __init__(self, streams: Mapping[str, list[tuple[int, str]]], label: str = "host") -> None:
+    def __init__(
+        self,
+        streams: Mapping[str, list[tuple[int, str]]],
+        label: str = "host",
+        refusals: Mapping[str, list[tuple[int, str | None]]] | None = None,
+    ) -> None:
         self.streams = streams
         self.label = label
         self.queries: list[dict[str, list[str]]] = []
+        self.refusals = {path: list(script) for path, script in (refusals or {}).items()}
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -143,7 +150,15 @@ class FakeLoki:
                 url = urlparse(self.path)
                 query = parse_qs(url.query)
                 owner.queries.append({"path": [url.path], **query})
-                if url.path == "/ready":
+                refusals = owner.refusals.get(url.path)
+                if refusals:
+                    status, after = refusals.pop(0)
+                    self.send_response(status)
+                    if after is not None:
+                        self.send_header("Retry-After", after)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                elif url.path == "/ready":
                     self._send(200, b"ready\n", "text/plain")
                 elif url.path == f"/loki/api/v1/label/{owner.label}/values":
                     self._json({"status": "success", "data": sorted(owner.streams)})

@@ -79,3 +79,32 @@ def test_a_selector_that_matches_no_line_fails(run_cli):
     assert "  host worker-01: no_lines; no lines" in result.stdout
     (line,) = result.stderr.splitlines()
     assert line.startswith("attribution-adapter check: failed: ATTRIBUTION_LOKI_SELECTOR: matched no line of any host")
+
+
+def test_calls_answered_429_or_503_are_sent_again_after_retry_after(run_cli):
+    # a busy gateway refuses the first call of each kind once: /ready, the host label's values, each host's sample
+    refusals = {
+        "/ready": [(503, "0")],
+        "/loki/api/v1/label/host/values": [(429, "0")],
+        "/loki/api/v1/query_range": [(429, "0"), (503, None)],
+    }
+    with FakeLoki(_streams(), refusals=refusals) as loki:
+        result = run_cli(["check", "--json"], _env(loki.url))
+        calls = [q["path"][0] for q in loki.queries]
+    assert result.exit_code == 0, result.output
+    logs = json.loads(result.stdout)["details"]["kernel_logs"]
+    assert logs["ready"] == "ready"
+    assert [h["status"] for h in logs["hosts"]] == ["ok", "ok"]
+    assert calls.count("/ready") == 2 and calls.count("/loki/api/v1/label/host/values") == 2
+    assert calls.count("/loki/api/v1/query_range") == 4  # the first host's sample sent three times, the second's once
+
+
+def test_a_retry_after_past_the_calls_time_bound_is_not_waited_for_and_said(run_cli):
+    with FakeLoki(_streams(), refusals={"/loki/api/v1/label/host/values": [(429, "3600")]}) as loki:
+        result = run_cli(["check", "--json"], _env(loki.url))
+        calls = [q["path"][0] for q in loki.queries]
+    assert result.exit_code == 1
+    (problem,) = [p for p in json.loads(result.stdout)["problems"] if p["severity"] == "error"]
+    assert problem["where"] == "ATTRIBUTION_LOKI_URL"
+    assert "answered HTTP 429 and asked to retry after 3600 s, past the deadline" in problem["message"]
+    assert calls.count("/loki/api/v1/label/host/values") == 1

@@ -18,7 +18,6 @@ from providers.kernel_log import KernelLogProvider
 from providers.kernel_log.joblog.loki import (
     build_job_query,
     header_filter,
-    placement_query,
     signal_filter,
     template_problem,
 )
@@ -146,13 +145,12 @@ def test_loki_job_logs_name_the_node_a_rank_is_behind_on(dirs: tuple[str, str]) 
     finding = body["attributions"][0]
     assert f"2026-09-09T11:58:30.000000Z {behind}" in [e["message"] for e in finding["evidence"]]
     assert finding["observed_at"] == "2026-09-09T11:58:30Z"  # Loki's time became the line's collector time
-    # Three queries for the one batch of nodes: the lines that hold a marker and the summary's entry headers, read
-    # backward, and where the ranks wrote; each selects the job's streams of the scope's hosts only.
+    # Two queries for the one batch of nodes: the lines that hold a marker and the summary's entry headers, read
+    # backward; each selects the job's streams of the scope's hosts only. Both ranks asked for are placed by their
+    # own lines among those: no query asks where ranks wrote.
     sent = sorted(q["query"][0] for q in _queries())
     selector = '{job="job-1", host=~"(?i)(?:node-a|node-b)(?:\\\\..*)?"}'
-    assert sent == sorted([
-        selector + signal_filter(), selector + header_filter(), placement_query(selector, 1021, "host"),
-    ])
+    assert sent == sorted([selector + signal_filter(), selector + header_filter()])
     assert all(q["direction"] == ["backward"] for q in _queries() if "direction" in q)
 
 
@@ -194,10 +192,10 @@ def test_a_failing_loki_job_source_loses_no_kernel_finding_and_says_what_was_not
 def test_a_workload_id_a_raw_string_cannot_hold_is_sent_in_a_double_quoted_string(dirs: tuple[str, str]) -> None:
     _loki({})
     client = _client(dirs, ATTRIBUTION_LOKI_JOB_SELECTOR="{job=`{workload_id}`}")
-    body = _ask(client, ["gpu-1"], [], workload="a`b")
+    body = _ask(client, ["gpu-1"], [3], workload="a`b")
     assert body["attributions"] == []
     sent = [q["query"][0] for q in _queries()]
-    assert len(sent) == 3
+    assert len(sent) == 3  # the signal lines, the entry headers, where rank 3 (no line of it read) wrote
     assert all(q.startswith('{job="a`b", host=~') or q.startswith('sum by (host, attribution_rank) '
-                                                                    '(count_over_time({job="a`b", host=~')
+                                                                    '(count_over_time({job="a`b"} |~ ')
                for q in sent)

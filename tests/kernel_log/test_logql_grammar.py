@@ -186,6 +186,7 @@ def test_the_job_log_queries_are_logql_and_their_patterns_re2_that_match_what_th
         selector + loki.signal_filter(),
         selector + loki.header_filter(),
         loki.placement_query(selector, 1021, "host"),
+        loki.placement_query(base, 1021, "host", [3, 17, 4095]),
         with_matcher(base, 'host="gpu-1.dc"') + ' |= "[rank7]:"',
     ]
     for query, parsed in zip(queries, parse(queries), strict=True):
@@ -206,3 +207,10 @@ def test_the_job_log_queries_are_logql_and_their_patterns_re2_that_match_what_th
     assert not header.search("[rank0]: [1]: x") and not header.search("[rank12]:")
     rank = re2.compile(loki.RANK_PATTERN)
     assert rank.search("[rank118]:[E603 17:48:01]").group(loki.RANK_LABEL) == "118"
+    # the placement of named ranks: its line filter and its regexp take those ranks and no other
+    named = queries[3].split(" |~ ", 1)[1]
+    kept, extracted = (re2.compile(go_unquote(part.split(" [", 1)[0].strip())) for part in named.split("| regexp "))
+    for line, rank_number in (("[rank17]: x", "17"), ("[rank4095]:[E1 x]", "4095"), ("[rank3]: y", "3")):
+        assert kept.search(line) and extracted.search(line).group(loki.RANK_LABEL) == rank_number
+    for miss in ("[rank1]: x", "[rank170]: x", "[rank40950]: x", "[rank31]: x", "rank3 x"):
+        assert not kept.search(miss) and not extracted.search(miss), miss

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,7 +27,7 @@ from providers.base import AttributionRequest, Deadline, FailureContext, Phase, 
 from providers.kernel_log import KernelLogProvider
 from providers.kernel_log.joblog import conclude
 from providers.kernel_log.joblog.lines import NodeParser
-from providers.kernel_log.joblog.loki import LokiJobLogSource, _stamp, keeps
+from providers.kernel_log.joblog.loki import LokiJobLogSource, _stamp, keeps, signal_filter
 from providers.kernel_log.joblog.records import LogLine, NodeLog
 from providers.kernel_log.joblog.source import resolver
 from providers.kernel_log.window import Window
@@ -79,16 +80,24 @@ def _request(nodes: list[str], ranks: list[int]) -> AttributionRequest:
     )
 
 
-def _through_loki(logs: dict[str, list[str]], ranks: list[int] | None = None, **options: Any
-                  ) -> tuple[dict[str, NodeLog], dict[str, NodeLog], dict[str, int]]:
-    """(what the Loki source parsed, what a parse of every line gives, the stub's counts) for `logs`."""
+def _through_loki(logs: dict[str, list[str]], ranks: list[int] | None = None, one_by_one: bool = False,
+                  **options: Any) -> tuple[dict[str, NodeLog], dict[str, NodeLog], dict[str, int]]:
+    """(what the Loki source parsed, what a parse of every line gives, the stub's counts) for `logs`: all nodes in
+    one request, or `one_by_one` each node in a request of its own to a Loki of its own (the counts: the last's)."""
     timed = {node: [(FIRST_NS + i * 1_000_000, line) for i, line in enumerate(lines)] for node, lines in logs.items()}
-    store = LogStore(Stream({"job": "job-1", "host": node}, list(lines)) for node, lines in timed.items())
     nodes = list(logs)
-    with StubLoki(0.0, store=store) as loki:
-        source = LokiJobLogSource(loki.url, '{job="{workload_id}"}', concurrency=32, **options)
-        read = source.read(_request(nodes, ranks or []), nodes, WINDOW, Deadline.after_ms(30000), None)
-        stats = loki.stats()
+
+    def one(scope: list[str]) -> tuple[dict[str, NodeLog], dict[str, int]]:
+        store = LogStore(Stream({"job": "job-1", "host": node}, list(timed[node])) for node in scope)
+        with StubLoki(0.0, store=store) as loki:
+            source = LokiJobLogSource(loki.url, '{job="{workload_id}"}', concurrency=32, **options)
+            read = source.read(_request(scope, ranks or []), scope, WINDOW, Deadline.after_ms(30000), None)
+            return read.logs, loki.stats()
+
+    with ThreadPoolExecutor(8) as requests:  # side by side, as the service's workers would run them
+        answers = list(requests.map(one, [[node] for node in nodes] if one_by_one else [nodes]))
+    read = {node: log for logs_read, _ in answers for node, log in logs_read.items()}
+    stats = answers[-1][1]
     full = {}
     resolve = resolver(nodes)
     for node, lines in timed.items():
@@ -96,7 +105,7 @@ def _through_loki(logs: dict[str, list[str]], ranks: list[int] | None = None, **
         for ts, line in lines:
             parser.feed(f"{_stamp(ts)} {line}")
         full[node] = parser.result()
-    return read.logs, full, stats
+    return read, full, stats
 
 
 #: the one known difference: a desync report without a `[rankN]:` prefix is credited to the rank of the last
@@ -105,7 +114,8 @@ _UNPREFIXED_DESYNC = {("TRACEUTILS_MISSING_RANKS", "before noise")}
 
 
 def test_the_filtered_read_finds_what_a_full_parse_finds_in_real_lines() -> None:
-    # one node per report and placement, all read in one request
+    # one node per report and placement, each read in a request of its own: the same ranks write on every node
+    # here, and a rank whose own lines were read on one node of a request is not looked for on the others
     logs: dict[str, list[str]] = {}
     scenarios: dict[str, tuple[str, str]] = {}
     for i, (name, lines) in enumerate(fixture_groups()):
@@ -114,7 +124,7 @@ def test_the_filtered_read_finds_what_a_full_parse_finds_in_real_lines() -> None
             node = f"node-{i:03d}-{j}"
             logs[node] = log
             scenarios[node] = (name, where)
-    read, full, _ = _through_loki(logs, list(range(8)), max_last_lines=8 * len(logs))
+    read, full, _ = _through_loki(logs, list(range(8)), one_by_one=True)
     assert len(read) == len(logs)
     for node, (name, where) in scenarios.items():
         got, want = _norm(read[node]), _norm(full[node])
@@ -206,3 +216,83 @@ def test_the_markers_are_one_alternation_of_literals_no_two_neighbours_sharing_a
     assert sorted(parts) == sorted(regex_escape(m) for m in markers())
     unescaped = [re.sub(r"\\(.)", r"\1", part) for part in parts]
     assert all(a[0] != b[0] for a, b in zip(unescaped, unescaped[1:], strict=False)), unescaped
+
+
+class _Recording(LogStore):
+    """The stub's store, keeping each query it answered."""
+
+    def __init__(self, streams: Any) -> None:
+        super().__init__(streams)
+        self.queries: list[str] = []
+
+    def answer(self, path: str, params: Any) -> tuple[int, bytes]:
+        with self._lock:
+            self.queries.append(params.get("query", ""))
+        return super().answer(path, params)
+
+
+def _fleet_read(logs: dict[str, list[str]], ranks: list[int], **options: Any) -> tuple[Any, list[str]]:
+    store = _Recording(Stream({"job": "job-1", "host": node}, [(FIRST_NS + i * 1_000_000, line)
+                                                             for i, line in enumerate(lines)])
+                       for node, lines in logs.items())
+    nodes = list(logs)
+    with StubLoki(0.0, store=store) as loki:
+        source = LokiJobLogSource(loki.url, '{job="{workload_id}"}', concurrency=8, **options)
+        read = source.read(_request(nodes, ranks), nodes, WINDOW, Deadline.after_ms(30000), None)
+    return read, store.queries
+
+
+def test_where_silent_ranks_wrote_is_asked_by_their_numbers_once_every_line_is_read() -> None:
+    # 100 nodes; on node 37 the ranks fell silent (training lines only): only its ranks are asked for, by number,
+    # over the job's streams, in one metric query; then each one's newest line.
+    logs = {}
+    for n in range(100):
+        text = "".join(_training_block(n, step) for step in range(3)) + ("" if n == 37 else _failure(n))
+        logs[node_name(n)] = text.splitlines()
+    read, queries = _fleet_read(logs, list(range(100 * RANKS_PER_NODE)))
+    placement = [q for q in queries if q.startswith("sum by")]
+    silent = "|".join(str(r) for r in range(37 * 8, 38 * 8))
+    assert placement == [
+        'sum by (host, attribution_rank) (count_over_time({job="job-1"} |~ "\\\\[rank(?:' + silent + ')\\\\]:" '
+        '| regexp "\\\\[rank(?P<attribution_rank>' + silent + ')\\\\]:" [1021s]))'
+    ]
+    assert sorted(q for q in queries if q.endswith(']:"')) == sorted(
+        f'{{job="job-1", host="{node_name(37)}"}} |= "[rank{r}]:"' for r in range(37 * 8, 38 * 8))  # newest lines
+    assert sorted(read.logs[node_name(37)].ranks) == list(range(37 * 8, 38 * 8))
+    assert read.notes == ()
+    nodes = list(logs)
+    got = conclude(nodes, list(range(800)), read.logs)
+    assert [(c.node, c.category) for c in got.nodes] == [(node_name(37), "collective_hang")]
+
+
+def test_when_most_ranks_are_silent_where_they_wrote_is_asked_node_by_node() -> None:
+    # 100 nodes that wrote training lines only, read 8 queries at once: in 4 batches (32, 32, 32 and 4 nodes: about
+    # one per query at once, at least 32 nodes each). 800 silent ranks would take 7 queries by number, 4 by nodes
+    # (one per batch, 48 nodes a query at most); the newest lines read are bounded, and the answer says how many
+    # were left.
+    logs = {node_name(n): "".join(_training_block(n, step) for step in range(3)).splitlines() for n in range(100)}
+    read, queries = _fleet_read(logs, list(range(800)), max_last_lines=16)
+    assert len({q for q in queries if q.endswith(signal_filter())}) == 4
+    placement = [q for q in queries if q.startswith("sum by")]
+    assert len(placement) == 4
+    assert all('|= "[rank" | regexp' in q and 'host=~"(?i)(?:node-' in q for q in placement)
+    assert len([q for q in queries if q.endswith(']:"')]) == 16  # the newest line of 16 ranks
+    assert read.notes == ("the newest line of 784 rank(s) placed by Loki was not read: those ranks are not placed",)
+
+
+def test_many_silent_ranks_are_asked_for_by_number_in_queries_of_at_most_128() -> None:
+    # 300 nodes, 20 of them silent (160 ranks): two queries by number (128 and 32 ranks) rather than one per batch
+    # of nodes; every silent rank is placed on its node and its newest line read.
+    silent = set(range(0, 300, 15))
+    logs = {}
+    for n in range(300):
+        text = "".join(_training_block(n, step) for step in range(2)) + ("" if n in silent else _failure(n))
+        logs[node_name(n)] = text.splitlines()
+    read, queries = _fleet_read(logs, list(range(300 * RANKS_PER_NODE)))
+    placement = [q for q in queries if q.startswith("sum by")]
+    named = [re.search(r"\(\?:([0-9|]+)\)", q).group(1).split("|") for q in placement]  # type: ignore[union-attr]
+    assert sorted(len(ranks) for ranks in named) == [32, 128]
+    assert sorted(int(r) for ranks in named for r in ranks) == [n * 8 + r for n in sorted(silent) for r in range(8)]
+    for n in silent:
+        assert sorted(read.logs[node_name(n)].ranks) == list(range(n * 8, n * 8 + 8))
+    assert read.notes == ()

@@ -7,19 +7,24 @@ line belongs to.
 
 Most lines of a training log give the parser nothing but a count, so Loki is asked for the others only. The scope's
 nodes are split into batches (a host matcher added to the selector: each node's short name, any domain after it,
-case ignored; each query URL within 8 KiB, at most `MAX_BATCH_NODES` nodes); for each batch, side by side within
+case ignored; each query URL within 8 KiB, at most `MAX_BATCH_NODES` nodes, fewer in a scope too small to keep
+`ATTRIBUTION_LOKI_CONCURRENCY` queries busy otherwise); for each batch, side by side within
 `ATTRIBUTION_LOKI_CONCURRENCY` queries at once and the deadline:
 
 - the signal lines: `|~` with the literal markers of `markers.py`, read backward from the window's end in pages of
   `ATTRIBUTION_LOKI_LIMIT`, until each node of the batch has its share of the job-log byte bound or the pages
   (`ATTRIBUTION_LOKI_MAX_PAGES`) end;
 - the entry headers of torchelastic's failure summary (`[0]:`, a line that holds no literal marker): `|~` with one
-  anchored pattern, one page;
-- where each rank wrote: a metric query, `sum by (host, rank) (count_over_time(... |= "[rank" | regexp ...))`, which
-  names every (node, rank) pair with at least one `[rankN]:` line in the window whatever their number. A rank of
-  `scope.ranks` it places whose own lines are not among those read (a rank that fell silent) gets its newest line
-  read (`|= "[rankN]:"`, one line, backward), at most `MAX_LAST_LINES` of them a request: the rules place a rank by
-  its lines and show its last one, and look for silent ranks only among those the request names.
+  anchored pattern, one page.
+
+Once every line query is answered, where the ranks of `scope.ranks` that no line read places (a rank that fell
+silent) wrote: a metric query, `sum by (host, rank) (count_over_time(... | regexp ...))`, naming each (node, rank)
+pair with `[rankN]:` lines in the window whatever their number. It names those ranks (`|~ "\\\\[rank(?:a|b)\\\\]:"`,
+at most `MAX_PLACEMENT_RANKS` a query, over the job's streams), or, when that would take more queries, every rank
+(`|= "[rank"`) over the batches' nodes, at most `MAX_PLACEMENT_NODES` a query. Each rank it places then gets its
+newest line read (`|= "[rankN]:"`, one line, backward), at most `MAX_LAST_LINES` of them a request: the rules place a
+rank by its lines and show its last one, and look for silent ranks only among those the request names. A rank whose
+own lines were read on one node is not looked for on the others.
 
 Each node's lines are then parsed oldest first, each with Loki's timestamp in front of it (a collector time the
 job-log parser reads).
@@ -28,6 +33,7 @@ job-log parser reads).
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -51,7 +57,7 @@ from providers.kernel_log.joblog.markers import markers
 from providers.kernel_log.joblog.nodes import NodeResolver
 from providers.kernel_log.joblog.source import JobLogs, resolver
 from providers.kernel_log.loki.client import encoded_length, get_json, ns_span, read_entries, results, session
-from providers.kernel_log.loki.fanout import NotFinished, Pool, until_for
+from providers.kernel_log.loki.fanout import NotFinished, Pool, Slots, until_for
 from providers.kernel_log.loki.logql import (
     SelectorTemplate,
     TemplateError,
@@ -71,9 +77,15 @@ SOURCE = "the Loki job-log source"
 MAX_URL_BYTES = 8 * 1024
 #: nodes of one batch at most (fewer batches: fewer queries; smaller ones: shorter chains of pages)
 MAX_BATCH_NODES = 256
+#: a scope of fewer than `MAX_BATCH_NODES` x `ATTRIBUTION_LOKI_CONCURRENCY` nodes is split into about as many batches
+#: as queries may run at once (a batch's pages are read one after the other), each of at least this many nodes
+MIN_BATCH_NODES = 32
 #: nodes of one placement query at most: it answers one series per (node, rank), and Loki refuses a query of more
 #: than `max_query_series` (500 by default) series: 48 nodes leave room for 10 ranks a node
 MAX_PLACEMENT_NODES = 48
+#: ranks of one placement query that names them (its series: each rank on the nodes it wrote on; Loki's default
+#: `max_query_series` is 500, room for each rank on three nodes)
+MAX_PLACEMENT_RANKS = 128
 #: ranks whose newest line is read one by one, a request (the placement query named them, no line read showed them)
 MAX_LAST_LINES = 256
 #: the label the placement query extracts the rank into (a name no collector gives a stream)
@@ -86,8 +98,8 @@ RANK_PATTERN = r"\[rank(?P<" + RANK_LABEL + r">[0-9]{1,9})\]:"
 #: URL bytes kept for the parameters besides the query (start, end, limit, direction, time)
 _PARAMS_BYTES = 160
 
-#: (scope node, ns timestamp, line)
-Entry = tuple[str, int, str]
+#: scope node -> its (ns timestamp, line) entries, in the order received
+ByNode = dict[str, list[tuple[int, str]]]
 
 
 def _templates(template: str) -> list[SelectorTemplate]:
@@ -127,9 +139,16 @@ def header_filter() -> str:
     return " |~ " + string(ENTRY_HEADER)
 
 
-def placement_query(selector: str, seconds: int, host_label: str) -> str:
-    """The metric query naming each (host, rank) with `[rankN]:` lines in the `seconds` before its time."""
-    inner = f'{selector} |= "[rank" | regexp {string(RANK_PATTERN)}'
+def placement_query(selector: str, seconds: int, host_label: str, ranks: Sequence[int] = ()) -> str:
+    """The metric query naming each (host, rank) with `[rankN]:` lines in the `seconds` before its time: of every
+    rank, or with `ranks`, of those ranks only."""
+    if ranks:
+        numbers = "|".join(str(r) for r in ranks)
+        kept = string(r"\[rank(?:" + numbers + r")\]:")
+        named = string(r"\[rank(?P<" + RANK_LABEL + ">" + numbers + r")\]:")
+        inner = f"{selector} |~ {kept} | regexp {named}"
+    else:
+        inner = f'{selector} |= "[rank" | regexp {string(RANK_PATTERN)}'
     return f"sum by ({host_label}, {RANK_LABEL}) (count_over_time({inner} [{seconds}s]))"
 
 
@@ -178,7 +197,6 @@ class _Read:
     """What the queries of one request gave, gathered on the caller's thread."""
 
     lines: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # node -> (ts, line), as received
-    placed: dict[str, dict[int, str]] = field(default_factory=dict)  # node -> rank -> the host label value
     cut: bool = False
     lost: set[str] = field(default_factory=set)  # nodes a query of theirs failed for
     late: set[str] = field(default_factory=set)  # nodes a query of theirs was unfinished at the deadline
@@ -186,12 +204,14 @@ class _Read:
     placement_failed: int = 0
     unsendable: int = 0  # scope nodes whose names no LogQL string can carry (a lone surrogate): not asked for
 
-    def add(self, entries: list[Entry], fresh_only: bool = False) -> None:
+    def add(self, entries: ByNode, fresh_only: bool = False) -> None:
         """Keep `entries`; with `fresh_only`, those not already kept (a newest line may be one the filter kept)."""
-        for node, ts, line in entries:
+        for node, items in entries.items():
             kept = self.lines.setdefault(node, [])
-            if not fresh_only or (ts, line) not in kept:
-                kept.append((ts, line))
+            if fresh_only:
+                kept.extend(item for item in items if item not in kept)
+            else:
+                kept.extend(items)
 
 
 @dataclass(frozen=True)
@@ -220,8 +240,10 @@ class LokiJobLogSource:
     # ------------------------------------------------------------ planning
 
     def plan(self, query: str, nodes: Sequence[str], seconds: int) -> list[_Batch]:
-        """The scope's nodes in batches of at most MAX_BATCH_NODES whose every query URL stays within
-        `max_url_bytes`, each split into placement batches of at most MAX_PLACEMENT_NODES."""
+        """The scope's nodes in batches whose every query URL stays within `max_url_bytes`, each split into
+        placement batches of at most MAX_PLACEMENT_NODES. A batch holds at most MAX_BATCH_NODES nodes, and fewer
+        when the scope is small: about one batch per query the concurrency allows, at least MIN_BATCH_NODES each."""
+        cap = min(MAX_BATCH_NODES, max(MIN_BATCH_NODES, -(-len(nodes) // max(1, self.concurrency))))
         empty = with_matcher(query, host_matcher(self.host_label, []))
         frame = _PARAMS_BYTES + max(
             len(self.endpoint) + encoded_length(empty + signal_filter()),
@@ -236,7 +258,7 @@ class LokiJobLogSource:
         for head in sorted(by_head):
             cost = encoded_length(go_escape(regex_escape(head))) + encoded_length("|")
             if groups and groups[-1] and (size + cost > self.max_url_bytes
-                                          or count + len(by_head[head]) > MAX_BATCH_NODES):
+                                          or count + len(by_head[head]) > cap):
                 groups.append([])
                 size, count = frame, 0
             if not groups:
@@ -270,7 +292,10 @@ class LokiJobLogSource:
         window: Window,
         deadline: Deadline,
         trace: TraceContext | None,
+        slots: Slots | None = None,
     ) -> JobLogs:
+        """The usable lines of `nodes` in the window, parsed; with `slots`, each query also holds one of them
+        (shared with the kernel-log source reading the same Loki at once)."""
         query = build_job_query(self.template, request.workload_id, request.workload_context.attempt_index)
         if query is None:
             return JobLogs({}, ("the workload id cannot be put into the Loki job-log selector: no job logs were read",))
@@ -289,18 +314,17 @@ class LokiJobLogSource:
         sendable = [node for node in nodes if representable(node)]
         batches = self.plan(query, sendable, seconds)
         got = _Read(unsendable=len(nodes) - len(sendable))
-        pool = Pool(self.concurrency, until_for(deadline), "loki-job")
+        pool = Pool(self.concurrency, until_for(deadline), "loki-job", slots)
         for b, batch in enumerate(batches):
             pool.add(partial(self._signal_lines, batch, start, end, share, headers, resolve, deadline), ("lines", b))
             pool.add(partial(self._headers, batch, start, end, headers, resolve, deadline), ("lines", b))
-            for selector in batch.placement:
-                pool.add(partial(self._placement, selector, end, seconds, headers, resolve, deadline), ("placement", b))
         lines_waiting = [2] * len(batches)  # line queries of each batch not answered yet
-        placement_waiting = [len(batch.placement) for batch in batches]
+        lines_left = 2 * len(batches)
         wanted = set(request.scope.ranks)
+        followable = set(sendable)
         logs: dict[str, NodeLog] = {}
         failed_lines = 0
-        followed = 0
+        asked: set[tuple[str, int]] = set()
         unplaced = 0
         touched: set[str] = set()
         for tag, result in pool.results():
@@ -309,44 +333,45 @@ class LokiJobLogSource:
                 if isinstance(result, BaseException):
                     unplaced += 1
                 else:
-                    got.add([(key, ts, line) for ts, line in result], fresh_only=True)  # type: ignore[union-attr]
+                    got.add({key: result}, fresh_only=True)  # type: ignore[dict-item]
                     touched.add(key)
                 continue
-            batch = batches[key]
-            if isinstance(result, BaseException):
-                if kind == "placement":
+            if kind == "placement":
+                if isinstance(result, BaseException):
                     got.placement_failed += 1
-                    placement_waiting[key] -= 1
-                else:
-                    failed_lines += 1
-                    lines_waiting[key] -= 1
-                    (got.late if isinstance(result, NotFinished) else got.lost).update(batch.nodes)
-                    got.errors.append(result)
-            elif kind == "placement":
-                placement_waiting[key] -= 1
-                for node, rank, host in result:  # type: ignore[union-attr]
-                    got.placed.setdefault(node, {})[rank] = host
+                    continue
+                for node, rank, host in sorted(result):  # type: ignore[call-overload]
+                    if (rank not in wanted or node not in followable or node in got.lost or node in got.late
+                            or (node, rank) in asked or not representable(host) or _prefixed(logs.get(node), rank)):
+                        continue
+                    asked.add((node, rank))
+                    if len(asked) > self.max_last_lines:
+                        unplaced += 1
+                        continue
+                    pool.add(partial(self._last_line, query, host, rank, start, end, headers, deadline),
+                             ("last", node))
+                continue
+            batch = batches[key]
+            lines_waiting[key] -= 1
+            lines_left -= 1
+            if isinstance(result, BaseException):
+                failed_lines += 1
+                (got.late if isinstance(result, NotFinished) else got.lost).update(batch.nodes)
+                got.errors.append(result)
             else:
                 entries, cut = result  # type: ignore[misc]
                 got.add(entries)
                 got.cut |= cut
-                lines_waiting[key] -= 1
-            if kind == "lines" and lines_waiting[key] == 0:  # parsed while other batches are still being read
+            if lines_waiting[key] == 0:  # parsed while other batches are still being read
                 logs.update(self._parse(batch.nodes, got, resolve))
-            if lines_waiting[key] == 0 and placement_waiting[key] == 0 and wanted:
-                lines_waiting[key] = -1  # this batch's follow-ups are asked for once
-                for node in batch.nodes:
-                    if node in got.lost or node in got.late:
-                        continue
-                    for rank, host in sorted(got.placed.get(node, {}).items()):
-                        if rank not in wanted or _prefixed(logs.get(node), rank):
-                            continue
-                        if followed >= self.max_last_lines:
-                            unplaced += 1
-                            continue
-                        followed += 1
-                        pool.add(partial(self._last_line, query, host, rank, start, end, headers, deadline),
-                                 ("last", node))
+            if lines_left == 0 and wanted:
+                # Every line is in: where the ranks whose own lines were not read wrote (silent ranks)
+                placements = self._placements(query, batches, logs, wanted, got, seconds)
+                if time.monotonic() >= pool.until:  # the waiting is over: not sent
+                    got.placement_failed += len(placements)
+                    placements = []
+                for placement in placements:
+                    pool.add(partial(self._placement, placement, end, headers, resolve, deadline), ("placement", 0))
         if batches and failed_lines == 2 * len(batches):
             first = got.errors[0]
             if isinstance(first, NotFinished):
@@ -354,6 +379,41 @@ class LokiJobLogSource:
             raise first
         logs.update(self._parse(sorted(touched), got, resolve))
         return JobLogs(logs, self._notes(got, unplaced), tuple(n for n in nodes if n in got.late))
+
+    def _placements(
+        self, query: str, batches: Sequence[_Batch], logs: dict[str, NodeLog], wanted: set[int], got: _Read,
+        seconds: int,
+    ) -> list[str]:
+        """The placement queries for the ranks of `wanted` that no line read places: the fewer of (a) those ranks
+        named, at most MAX_PLACEMENT_RANKS a query, over the job's streams, and (b) every rank, over the batches'
+        nodes of at most MAX_PLACEMENT_NODES a query (the batches whose lines were read)."""
+        placed = {rank for log in logs.values() for rank, s in log.ranks.items() if not s.marker_only}
+        silent = sorted(wanted - placed)
+        if not silent:
+            return []
+        by_nodes = [placement_query(selector, seconds, self.host_label) for batch in batches
+                    if not all(n in got.lost or n in got.late for n in batch.nodes) for selector in batch.placement]
+        room = self.max_url_bytes - _PARAMS_BYTES - len(self.instant_endpoint)
+        by_ranks: list[str] = []
+        chunk: list[int] = []
+        size = 0
+        for rank in silent:
+            # each rank is written twice (the filter, the regexp): its digits and a `|` (%7C) each time
+            cost = 2 * (len(str(rank)) + 3)
+            if chunk and (len(chunk) == MAX_PLACEMENT_RANKS or size + cost > room):
+                by_ranks.append(placement_query(query, seconds, self.host_label, chunk))
+                chunk = []
+                if len(by_ranks) >= len(by_nodes):
+                    return by_nodes
+            if not chunk:
+                size = encoded_length(placement_query(query, seconds, self.host_label, [rank]))
+                if size > room:
+                    return by_nodes
+            else:
+                size += cost
+            chunk.append(rank)
+        by_ranks.append(placement_query(query, seconds, self.host_label, chunk))
+        return by_ranks if len(by_ranks) <= len(by_nodes) else by_nodes
 
     def _notes(self, got: _Read, unplaced: int) -> tuple[str, ...]:
         notes = []
@@ -403,7 +463,7 @@ class LokiJobLogSource:
     def _signal_lines(
         self, batch: _Batch, start: int, end: int, share: int, headers: dict[str, str], resolve: NodeResolver,
         deadline: Deadline,
-    ) -> tuple[list[Entry], bool]:
+    ) -> tuple[ByNode, bool]:
         """The batch's marker lines, newest first in pages, each node within `share` bytes; (entries, cut)."""
         query = batch.selector + signal_filter()
         with session(deadline) as http:  # one connection for the batch's pages
@@ -412,10 +472,12 @@ class LokiJobLogSource:
     def _pages(
         self, http: requests.Session, batch: _Batch, query: str, start: int, end: int, share: int,
         headers: dict[str, str], resolve: NodeResolver, deadline: Deadline,
-    ) -> tuple[list[Entry], bool]:
+    ) -> tuple[ByNode, bool]:
         used: dict[str, int] = {}
-        out: list[Entry] = []
+        newest_first: ByNode = {}
         seen_at_end: set[tuple[str, int, str]] = set()
+        nodes: dict[str, str | None] = {}  # host label value -> scope node
+        cut = True
         for _ in range(self.max_pages):
             body = self._get(self.endpoint, {"query": query, "start": start, "end": end, "limit": self.limit,
                                              "direction": "backward"}, headers, deadline, http)
@@ -426,48 +488,57 @@ class LokiJobLogSource:
                 )
             entries.reverse()  # newest first
             fresh = 0
-            nodes: dict[str, str | None] = {}
-            for host, ts, line in entries:
-                if (host, ts, line) in seen_at_end:
+            for entry in entries:
+                if entry in seen_at_end:
                     continue
                 fresh += 1
+                host, ts, line = entry
                 node = nodes[host] if host in nodes else nodes.setdefault(host, resolve(host))
-                if node is None or used.get(node, 0) >= share:
+                if node is None:
+                    continue
+                taken = used.get(node, 0)
+                if taken >= share:
                     continue
                 line = line[:MAX_LINE_CHARS]
-                used[node] = used.get(node, 0) + len(line.encode("utf-8", "replace")) + 1
-                out.append((node, ts, line))
+                used[node] = taken + (len(line) if line.isascii() else len(line.encode("utf-8", "replace"))) + 1
+                kept = newest_first.get(node)
+                if kept is None:
+                    kept = newest_first[node] = []
+                kept.append((ts, line))
             if count < self.limit:
-                return out[::-1], False
+                cut = False
+                break
             if fresh == 0 or not entries:
-                return out[::-1], True  # a whole page at one instant: no way further back
+                break  # a whole page at one instant: no way further back
             if len(used) == len(batch.nodes) and all(v >= share for v in used.values()):
-                return out[::-1], True
+                break
             oldest = entries[-1][1]
             seen_at_end = {e for e in entries if e[1] == oldest} | (seen_at_end if oldest + 1 == end else set())
             end = oldest + 1
-        return out[::-1], True
+        return {node: kept[::-1] for node, kept in newest_first.items()}, cut
 
     def _headers(
         self, batch: _Batch, start: int, end: int, headers: dict[str, str], resolve: NodeResolver,
         deadline: Deadline,
-    ) -> tuple[list[Entry], bool]:
+    ) -> tuple[ByNode, bool]:
         """The entry headers of torchelastic's summaries in the batch (a few a node): one page, the newest."""
         body = self._get(self.endpoint, {"query": batch.selector + header_filter(), "start": start, "end": end,
                                          "limit": self.limit, "direction": "backward"}, headers, deadline)
         entries, count = read_entries(body, self.host_label, SOURCE)
-        out = [(node, ts, line[:MAX_LINE_CHARS]) for host, ts, line in entries if (node := resolve(host)) is not None]
+        out: ByNode = {}
+        for host, ts, line in entries:
+            node = resolve(host)
+            if node is not None:
+                out.setdefault(node, []).append((ts, line[:MAX_LINE_CHARS]))
         return out, count >= self.limit
 
     def _placement(
-        self, selector: str, end: int, seconds: int, headers: dict[str, str], resolve: NodeResolver,
-        deadline: Deadline,
+        self, query: str, end: int, headers: dict[str, str], resolve: NodeResolver, deadline: Deadline,
     ) -> list[tuple[str, int, str]]:
-        """(node, rank, host label value) of every rank with `[rankN]:` lines on a node `selector` selects."""
+        """(node, rank, host label value) of every rank the placement `query` finds `[rankN]:` lines of."""
         last = end - 1  # the window's last nanosecond: Loki counts over (time - range, time]
         at = f"{last // 1_000_000_000}.{last % 1_000_000_000:09d}"
-        body = self._get(self.instant_endpoint, {"query": placement_query(selector, seconds, self.host_label),
-                                                 "time": at}, headers, deadline)
+        body = self._get(self.instant_endpoint, {"query": query, "time": at}, headers, deadline)
         unreadable = ProviderProcessingError(f"{SOURCE} answered with an unreadable body", kind=SourceFailure.MALFORMED)
         out = []
         for series in results(body, "vector", SOURCE):

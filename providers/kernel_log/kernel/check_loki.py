@@ -1,12 +1,12 @@
 """`check` for the kernel signal's Loki source: whether Loki answers, which hosts its label names, and what a sample
-of each host's lines holds, read by the source's own queries through the one Loki client."""
+of each host's lines holds, read by the source's own queries through the one Loki client. A call answered 429 or 503
+is sent again as the source's queries are (the client's `session`: after `Retry-After`, at most 3 times, never past
+the call's own time bound)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
-
-import requests
 
 from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, SourceFailure
 from providers.kernel_log.checking import ERROR, MAX_HOSTS_LISTED, Checker, stamp
@@ -14,7 +14,7 @@ from providers.kernel_log.kernel.check import BARE_MESSAGE, LineSample, line_for
 from providers.kernel_log.kernel.collect import Collector
 from providers.kernel_log.kernel.parse import ParsedLine
 from providers.kernel_log.kernel.sources.loki import LokiSource
-from providers.kernel_log.loki.client import get_json, ns_span
+from providers.kernel_log.loki.client import get_json, ns_span, session
 from providers.kernel_log.window import Window
 
 #: the recent window looked at, the hosts sampled in it, the lines per host, and one request's timeout
@@ -25,10 +25,10 @@ LOKI_REQUEST_SECONDS = 10.0
 LOKI_QUERY_PATH = "/loki/api/v1/query_range"
 
 
-def _ready(session: requests.Session, url: str, headers: dict[str, str], c: Checker) -> None:
+def _ready(url: str, headers: dict[str, str], c: Checker) -> None:
     """Loki's /ready answers 200 with a plain `ready`, not JSON: only an answer other than 200 is a problem."""
     try:
-        _loki_get(session, url, headers, {}, c)
+        _loki_get(url, headers, {}, c)
     except ProviderProcessingError as exc:
         if exc.kind is not SourceFailure.MALFORMED:
             raise
@@ -52,15 +52,17 @@ class _HostSample(Collector):
         self.sample.take(parsed, fmt)
 
 
-def _loki_get(session: requests.Session, url: str, headers: dict[str, str], params: dict[str, Any], c: Checker) -> Any:
-    """One small Loki API call through the Loki client, each bounded by LOKI_REQUEST_SECONDS; a failure is a
-    ProviderProcessingError (kind UNREACHABLE: no answer at all) or ProviderTimeoutError naming the URL."""
+def _loki_get(url: str, headers: dict[str, str], params: dict[str, Any], c: Checker) -> Any:
+    """One small Loki API call through the Loki client, each bounded by LOKI_REQUEST_SECONDS (its retries on 429
+    and 503 too); a failure is a ProviderProcessingError (kind UNREACHABLE: no answer at all) or
+    ProviderTimeoutError naming the URL."""
     remaining = c.deadline.remaining()
     if remaining <= 0:
         raise ProviderTimeoutError("the check ran out of time")
     deadline = Deadline.after_ms(max(1, int(min(remaining, LOKI_REQUEST_SECONDS) * 1000)))
     try:
-        return get_json(session, url, headers, deadline, params, source=f"Loki at {url}")
+        with session(deadline) as http:
+            return get_json(http, url, headers, deadline, params, source=f"Loki at {url}")
     except ProviderProcessingError as exc:
         if exc.kind is SourceFailure.UNREACHABLE:
             cause = type(exc.__cause__).__name__ if exc.__cause__ is not None else "no answer"
@@ -95,9 +97,8 @@ def check_loki(c: Checker, source: LokiSource) -> dict[str, Any]:
     headers = {"Accept": "application/json"}
     if source.tenant:
         headers["X-Scope-OrgID"] = source.tenant
-    session = requests.Session()
     try:
-        _ready(session, f"{base}/ready", headers, c)
+        _ready(f"{base}/ready", headers, c)
         details["ready"] = "ready"
     except ProviderTimeoutError as exc:
         c.problem(ERROR, "ATTRIBUTION_LOKI_URL", f"{exc}: check the URL and the network path to Loki")
@@ -110,10 +111,10 @@ def check_loki(c: Checker, source: LokiSource) -> dict[str, Any]:
     span = dict(zip(("start", "end"), ns_span(window.start, window.end) or (0, 0), strict=True))
     values_url = f"{base}/loki/api/v1/label/{source.host_label}/values"
     try:
-        hosts = _loki_list(_loki_get(session, values_url, headers, span, c), values_url)
+        hosts = _loki_list(_loki_get(values_url, headers, span, c), values_url)
         if not hosts:
             labels_url = f"{base}/loki/api/v1/labels"
-            labels = _loki_list(_loki_get(session, labels_url, headers, span, c), labels_url)
+            labels = _loki_list(_loki_get(labels_url, headers, span, c), labels_url)
             c.problem(
                 ERROR,
                 "ATTRIBUTION_LOKI_HOST_LABEL",

@@ -1,7 +1,12 @@
-"""Run a source's backend calls side by side, at most `concurrency` at once, and stop waiting at a given time."""
+"""Run a source's backend calls side by side, at most `concurrency` at once, and stop waiting at a given time.
+
+Two sources reading one backend at once (the kernel logs and the job logs from one Loki) share its bound: each call
+then also holds one of a shared `Slots` while it runs.
+"""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -27,6 +32,23 @@ class NotFinished(Exception):
     """Stands for a call that had not finished (or not started) when the waiting stopped."""
 
 
+class Slots:
+    """At most `size` backend calls at once across the pools that share this object."""
+
+    def __init__(self, size: int) -> None:
+        self.size = max(1, size)
+        self._semaphore = threading.BoundedSemaphore(self.size)
+
+    def run(self, call: Callable[[], T], until: float) -> T:
+        """`call()` once a slot is free; NotFinished when none is free before `until` (a `time.monotonic()` value)."""
+        if not self._semaphore.acquire(timeout=max(0.0, until - time.monotonic())):
+            raise NotFinished()
+        try:
+            return call()
+        finally:
+            self._semaphore.release()
+
+
 class Pool:
     """Backend calls run side by side, at most `concurrency` at once, and more may be added while results come in.
 
@@ -37,14 +59,19 @@ class Pool:
     time (a deadline on its I/O), so a thread never outlives it by much. The consumer runs on the caller's thread.
     """
 
-    def __init__(self, concurrency: int, until: float, name: str = "fan-out") -> None:
+    def __init__(self, concurrency: int, until: float, name: str = "fan-out", slots: Slots | None = None) -> None:
         self.until = until
         self._executor = ThreadPoolExecutor(max(1, concurrency), thread_name_prefix=name)
         self._pending: dict[Future[object], tuple[int, object]] = {}
         self._added = 0
+        self._slots = slots
 
     def add(self, call: Callable[[], object], tag: object = None) -> None:
-        self._pending[self._executor.submit(call)] = (self._added, tag)
+        if self._slots is not None:
+            future = self._executor.submit(self._slots.run, call, self.until)
+        else:
+            future = self._executor.submit(call)
+        self._pending[future] = (self._added, tag)
         self._added += 1
 
     def results(self) -> Iterator[tuple[object, object]]:
@@ -67,16 +94,16 @@ class Pool:
 
 
 def fan_out(
-    calls: Sequence[Callable[[], T]], concurrency: int, until: float, name: str = "fan-out"
+    calls: Sequence[Callable[[], T]], concurrency: int, until: float, name: str = "fan-out", slots: Slots | None = None
 ) -> Iterator[tuple[int, T | BaseException]]:
     """Yield `(index, result)` for every call, as `Pool.results` does for calls all added at once."""
     if not calls:
         return
-    pool = Pool(min(concurrency, len(calls)), until, name)
+    pool = Pool(min(concurrency, len(calls)), until, name, slots)
     for index, call in enumerate(calls):
         pool.add(call, index)
     for index, result in pool.results():
         yield index, result  # type: ignore[misc]
 
 
-__all__ = ["fan_out", "Pool", "NotFinished", "until_for", "RESERVE_SHARE", "RESERVE_MAX_S"]
+__all__ = ["fan_out", "Pool", "NotFinished", "Slots", "until_for", "RESERVE_SHARE", "RESERVE_MAX_S"]

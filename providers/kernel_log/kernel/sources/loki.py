@@ -18,7 +18,7 @@ from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutErr
 from providers.kernel_log.kernel.collect import Collector
 from providers.kernel_log.kernel.parse import parse_line
 from providers.kernel_log.loki.client import SOURCE, encoded_length, get_json, ns_span, read_entries, session
-from providers.kernel_log.loki.fanout import NotFinished, fan_out, until_for
+from providers.kernel_log.loki.fanout import NotFinished, Slots, fan_out, until_for
 from providers.kernel_log.loki.logql import (
     GROUP_CLOSE,
     GROUP_OPEN,
@@ -145,8 +145,11 @@ class LokiSource:
                 queries.append(t.prefix(quoting) + t.alternation(members, quoting) + t.suffix(quoting))
         return QueryPlan(tuple(batches), tuple(queries), tuple(unsendable))
 
-    def scan(self, collector: Collector, deadline: Deadline, trace: TraceContext | None) -> None:
-        """Query every batch of nodes, side by side, and feed the lines into the collector.
+    def scan(
+        self, collector: Collector, deadline: Deadline, trace: TraceContext | None, slots: Slots | None = None
+    ) -> None:
+        """Query every batch of nodes, side by side, and feed the lines into the collector; with `slots`, each query
+        also holds one of them (shared with the job-log source reading the same Loki at once).
 
         Nodes that could not be queried (a name too long for the URL limit, a failed query while others answered,
         a query still running when the answer is due) are marked unreadable: never unattributed, and the answer
@@ -174,7 +177,7 @@ class LokiSource:
         calls = [partial(self._read_query, query, start, end, headers, collector, deadline) for query in plan.queries]
         until = until_for(deadline)
         failures: list[tuple[int, BaseException]] = []
-        for index, result in fan_out(calls, self.concurrency, until, "loki-query"):
+        for index, result in fan_out(calls, self.concurrency, until, "loki-query", slots):
             if isinstance(result, BaseException):
                 failures.append((index, result))
                 continue
