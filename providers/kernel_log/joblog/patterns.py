@@ -9,6 +9,7 @@ compiled patterns. Formats and the public reports they were taken from are liste
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import UTC, datetime, timedelta, timezone
 
@@ -127,23 +128,25 @@ _CSI = re.compile(r"\x1b\[[0-9;?]{0,32}+[ -/]{0,4}+[@-~]")
 
 def parse_stamp(match: re.Match[str]) -> datetime | None:
     """The UTC time of a `_TS` match, or None when it carries no zone (it cannot be placed in time)."""
-    zone = match.group("zone")
+    date, clock, frac, zone = match.group("date", "clock", "frac", "zone")
     if zone is None:
         return None
-    try:
-        y, mo, d = (int(x) for x in match.group("date").split("-"))
-        h, mi, s = (int(x) for x in match.group("clock").split(":"))
-        frac = match.group("frac") or ""
-        micro = int((frac + "000000")[:6])
-        if zone == "Z":
-            tz: timezone = UTC
-        else:
-            digits = zone[1:].replace(":", "")
-            offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
-            tz = timezone(offset if zone[0] == "+" else -offset)
-        return datetime(y, mo, d, h, mi, s, micro, tzinfo=tz).astimezone(UTC)
+    try:  # the date and clock have fixed widths (`_TS`)
+        moment = datetime(
+            int(date[:4]), int(date[5:7]), int(date[8:10]), int(clock[:2]), int(clock[3:5]), int(clock[6:8]),
+            int((frac + "00000")[:6]) if frac else 0, tzinfo=UTC if zone == "Z" else _zone(zone),
+        )
     except ValueError:
         return None
+    return moment if zone == "Z" else moment.astimezone(UTC)
+
+
+@functools.lru_cache(maxsize=64)
+def _zone(zone: str) -> timezone:
+    """`+02:00`, `-0530`, ... as a fixed offset."""
+    digits = zone[1:].replace(":", "")
+    offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+    return timezone(offset if zone[0] == "+" else -offset)
 
 
 def sanitize(raw: str) -> str:
