@@ -11,11 +11,11 @@ wait (connect, each read) is bounded by the time left before the deadline when i
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import datetime, timezone
 from typing import Any
 
+import orjson
 import requests
 import urllib3.exceptions
 from requests.adapters import HTTPAdapter
@@ -176,7 +176,7 @@ def get_json(
     except requests.RequestException as exc:
         raise ProviderProcessingError(f"{source} could not be reached", kind=SourceFailure.UNREACHABLE) from exc
     try:
-        return json.loads(raw)
+        return orjson.loads(raw)
     except (ValueError, RecursionError) as exc:
         raise ProviderProcessingError(
             f"{source} answered with an unreadable body", kind=SourceFailure.MALFORMED
