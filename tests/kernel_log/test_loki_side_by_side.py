@@ -67,14 +67,18 @@ def _store(nodes: int, fail_job: bool = False) -> _Holding:
     return _Holding(streams, fail_job)
 
 
-def _ask(url: str, nodes: int, concurrency: int, timeout_ms: int = 30000) -> dict[str, Any]:
-    provider = KernelLogProvider.from_options({
+def _ask(url: str, nodes: int, concurrency: int | None = None, timeout_ms: int = 30000) -> dict[str, Any]:
+    """POST a fast request for `nodes` nodes (8 ranks each) through the Flask test client; with `concurrency`, that
+    setting and a page of 20 entries (a few pages a query, so that both sources have queries to send), else the
+    defaults."""
+    options = {
         "ATTRIBUTION_KERNEL_LOG_SOURCE": "loki", "ATTRIBUTION_LOKI_URL": url,
         "ATTRIBUTION_LOKI_SELECTOR": '{job="syslog", host=~"{hosts}"}',
         "ATTRIBUTION_LOKI_JOB_SELECTOR": '{job="{workload_id}"}',
-        "ATTRIBUTION_LOKI_CONCURRENCY": str(concurrency),
-        "ATTRIBUTION_LOKI_LIMIT": "20",  # a few pages a query, so that both sources have queries to send
-    })
+    }
+    if concurrency is not None:
+        options |= {"ATTRIBUTION_LOKI_CONCURRENCY": str(concurrency), "ATTRIBUTION_LOKI_LIMIT": "20"}
+    provider = KernelLogProvider.from_options(options)
     client = create_app(Settings(provider="kernel_log"), provider).test_client()
     answer = client.post("/v1/attribution", json={
         "schema_version": "0.1.0", "workload_id": "job-1",
@@ -177,21 +181,7 @@ def test_at_the_deadline_what_was_read_stands_and_the_unread_job_logs_are_named(
 
     store = SecondBatchHangs(_store(64).streams)
     with StubLoki(0.0, store=store) as loki:
-        provider = KernelLogProvider.from_options({
-            "ATTRIBUTION_KERNEL_LOG_SOURCE": "loki", "ATTRIBUTION_LOKI_URL": loki.url,
-            "ATTRIBUTION_LOKI_SELECTOR": '{job="syslog", host=~"{hosts}"}',
-            "ATTRIBUTION_LOKI_JOB_SELECTOR": '{job="{workload_id}"}',
-        })
-        client = create_app(Settings(provider="kernel_log"), provider).test_client()
-        answer = client.post("/v1/attribution", json={
-            "schema_version": "0.1.0", "workload_id": "job-1",
-            "scope": {"nodes": [node_name(n) for n in range(64)], "ranks": list(range(8 * 64))},
-            "failure_context": {"detected_at": DETECTED.isoformat().replace("+00:00", "Z"),
-                                "detection_signal": "application_error"},
-            "timeout_ms": 2000, "workload_context": {"workflow_id": "w", "attempt_index": 0}, "phase": "fast",
-        })
-    assert answer.status_code == 200
-    body = answer.get_json()
+        body = _ask(loki.url, 64, timeout_ms=2000)
     assert (node_name(1), "gpu_off_bus") in [(f["target"].get("name"), f["error_category"])
                                               for f in body["attributions"]]
     assert body["error"]["type"] == "insufficient_telemetry"
@@ -214,21 +204,7 @@ def test_kernel_logs_late_everywhere_leave_the_job_logs_finding_and_name_the_unr
                           [(at + r, f"[rank{r}]: {{'loss': 2.0, 'step': 1}}") for r in range(16, 24)]))
     store = KernelHangs(streams)
     with StubLoki(0.0, store=store) as loki:
-        provider = KernelLogProvider.from_options({
-            "ATTRIBUTION_KERNEL_LOG_SOURCE": "loki", "ATTRIBUTION_LOKI_URL": loki.url,
-            "ATTRIBUTION_LOKI_SELECTOR": '{job="syslog", host=~"{hosts}"}',
-            "ATTRIBUTION_LOKI_JOB_SELECTOR": '{job="{workload_id}"}',
-        })
-        client = create_app(Settings(provider="kernel_log"), provider).test_client()
-        answer = client.post("/v1/attribution", json={
-            "schema_version": "0.1.0", "workload_id": "job-1",
-            "scope": {"nodes": [node_name(n) for n in range(4)], "ranks": list(range(8 * 4))},
-            "failure_context": {"detected_at": DETECTED.isoformat().replace("+00:00", "Z"),
-                                "detection_signal": "application_error"},
-            "timeout_ms": 2000, "workload_context": {"workflow_id": "w", "attempt_index": 0}, "phase": "fast",
-        })
-    assert answer.status_code == 200
-    body = answer.get_json()
+        body = _ask(loki.url, 4, timeout_ms=2000)
     assert [(f["target"].get("name"), f["error_category"]) for f in body["attributions"]] == [
         (node_name(2), "collective_hang")
     ]
