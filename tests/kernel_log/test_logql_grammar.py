@@ -18,6 +18,7 @@ import re2
 
 from providers.kernel_log.loki.logql import SelectorTemplate
 from tests.gunicorn_process import ROOT
+from tests.kernel_log.go_strings import go_unquote
 
 DOCS_PACKAGE = ROOT / "docs" / "package.json"
 GRAMMAR_SCRIPT = ROOT / "tests" / "kernel_log" / "logql_grammar.mjs"
@@ -79,34 +80,6 @@ def parse(queries: list[str]) -> list[dict]:
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
-
-
-_GO_SIMPLE = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\", '"': '"'}
-
-
-def go_unquote(literal: str) -> str:
-    """The value of a Go string literal (what Loki's parser makes of a LogQL string)."""
-    if literal[0] == "`":
-        assert literal[-1] == "`"
-        return literal[1:-1].replace("\r", "")  # Go drops carriage returns from raw strings
-    assert literal[0] == literal[-1] == '"'
-    body, out, i = literal[1:-1], [], 0
-    while i < len(body):
-        ch = body[i]
-        if ch != "\\":
-            assert ch not in '"\n', literal
-            out.append(ch)
-            i += 1
-            continue
-        kind = body[i + 1]
-        if kind in _GO_SIMPLE:
-            out.append(_GO_SIMPLE[kind])
-            i += 2
-        else:
-            width = {"x": 2, "u": 4, "U": 8}[kind]
-            out.append(chr(int(body[i + 2 : i + 2 + width], 16)))
-            i += 2 + width
-    return "".join(out)
 
 
 def near_misses(names: list[str]) -> set[str]:
