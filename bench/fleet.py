@@ -101,23 +101,9 @@ def write_tree(root: Path, hosts: int, kib_per_host: int, seed: int = 1, quiet: 
     print(f"tree: {hosts} hosts, {size / MIB:.0f} MiB, written in {time.perf_counter() - t0:.0f} s", flush=True)
 
 
-def _end_offset(data: bytes) -> int:
-    """The end of the last line of `data` (a generated `kern.log`, lines in time order) stamped before END."""
-    key = END.strftime("%Y-%m-%dT%H:%M:%S").encode()
-    lo, hi = 0, len(data)
-    while lo < hi:  # the first line start whose stamp is at or past END
-        mid = (lo + hi) // 2
-        start = data.rfind(b"\n", 0, mid) + 1
-        if data[start : start + len(key)] < key:
-            lo = data.find(b"\n", mid) + 1 or len(data)
-        else:
-            hi = start
-    return lo
-
-
-def _window_share(path: Path, at: datetime) -> int:
-    """The bytes of `path` from the first line stamped at or after `at` to its end."""
-    data = path.read_bytes()
+def _first_at(data: bytes, at: datetime) -> int:
+    """The start of the first line of `data` (a generated `kern.log`, lines in time order) stamped at or after `at`
+    (the end of `data` when there is none)."""
     key = at.strftime("%Y-%m-%dT%H:%M:%S").encode()
     lo, hi = 0, len(data)
     while lo < hi:
@@ -127,7 +113,18 @@ def _window_share(path: Path, at: datetime) -> int:
             lo = data.find(b"\n", mid) + 1 or len(data)
         else:
             hi = start
-    return len(data) - lo
+    return lo
+
+
+def _end_offset(data: bytes) -> int:
+    """The end of the last line of `data` stamped before END."""
+    return _first_at(data, END)
+
+
+def _window_share(path: Path, at: datetime) -> int:
+    """The bytes of `path` from the first line stamped at or after `at` to its end."""
+    data = path.read_bytes()
+    return len(data) - _first_at(data, at)
 
 
 def _peak_mib() -> float:
