@@ -150,12 +150,10 @@ def _root_cause(work: Work, log: NodeLog, failure: ElasticFailure) -> None:
     if name is not None and name != "SIGABRT":
         # A signal is not evidence against a node: a scheduler's SIGTERM, a SIGKILL the kernel log does not explain,
         # a SIGBUS from a container's small /dev/shm all look alike. The node's own kernel event decides.
-        work.add_context(node, [summary])
-        work.unsettled.setdefault(node, []).append(ROOT_CAUSE)
-        work.note(
+        _left_to_the_kernel(
+            work, node, summary,
             f"torchelastic's root cause: rank {or_unknown(rank)} on {node} was ended by {_signal_number(name)}; a "
             "signal names no node by itself",
-            ROOT_CAUSE,
         )
         return
     # A non-zero exit (or SIGABRT, which a process raises itself): its traceback says more, if there is one.
@@ -181,13 +179,19 @@ def _root_cause(work: Work, log: NodeLog, failure: ElasticFailure) -> None:
             work.add_context(node, [summary, *items])
             return
     code = "SIGABRT" if name == "SIGABRT" else f"exit code {or_unknown(failure.exitcode)}"
-    work.add_context(node, [summary])
-    work.unsettled.setdefault(node, []).append(ROOT_CAUSE)
-    work.note(
+    _left_to_the_kernel(
+        work, node, summary,
         f"torchelastic's root cause: rank {or_unknown(rank)} on {node} ended with {code} and no traceback says why; "
         "an exit names no node by itself",
-        ROOT_CAUSE,
     )
+
+
+def _left_to_the_kernel(work: Work, node: str, summary: Item, said: str) -> None:
+    """A root cause that names no node by itself: kept as the node's context, said, and left for the node's own
+    kernel event to settle."""
+    work.add_context(node, [summary])
+    work.unsettled.setdefault(node, []).append(ROOT_CAUSE)
+    work.note(said, ROOT_CAUSE)
 
 
 def _summary_item(failure: ElasticFailure) -> Item:
