@@ -32,7 +32,7 @@ from providers.kernel_log.joblog import (  # noqa: E402
     conclude,
     scan_job_logs,
 )
-from providers.kernel_log.joblog.files import FURTHER_SHARE  # noqa: E402
+from providers.kernel_log.joblog.files import ReadLimits, shared_bytes  # noqa: E402
 
 RANKS_PER_NODE = 8
 WORKLOAD = "bench-job"
@@ -149,9 +149,7 @@ def main() -> None:
     if args.scan:
         print(json.dumps(scan(Path(args.scan), args.nodes)))
         return
-    share = min(MAX_NODE_BYTES, MAX_REQUEST_BYTES // args.nodes)
-    if share < MAX_NODE_BYTES:  # a reserve is kept back for reading further back the nodes not settled
-        share = (MAX_REQUEST_BYTES - MAX_REQUEST_BYTES // FURTHER_SHARE) // args.nodes
+    share = min(MAX_NODE_BYTES, shared_bytes(args.nodes, ReadLimits()) // args.nodes)
     tail_bytes = max(int(args.tail_mib * MIB), 2 * share)  # every byte the reader takes is real text
     root = Path(tempfile.mkdtemp(prefix="joblog-bench-"))
     try:

@@ -13,6 +13,7 @@ from providers.kernel_log.joblog import files
 from providers.kernel_log.joblog.files import JobLogRead, ReadLimits, parse_file_name, read_job_logs
 from providers.kernel_log.joblog.nodes import exact_resolver, is_safe_component
 from providers.kernel_log.joblog.patterns import MAX_LINE_CHARS
+from providers.kernel_log.joblog.prefilter import text_lines
 from tests.joblog import fixtures as fx
 from tests.joblog.support import deadline, write_tree
 
@@ -30,7 +31,7 @@ def _read(
     def sink_for(node: str) -> Callable[[list[bytes]], bool]:
         def sink(pieces: list[bytes]) -> bool:
             got[node] = []
-            for line in (line for data in pieces for line in files.text_lines(data)):
+            for line in (line for data in pieces for line in text_lines(data)):
                 got[node].append(line)
                 if on_line:
                     on_line(node, line)

@@ -19,9 +19,9 @@ import pytest
 
 from bench.joblog_scan import _failure, _training_block, node_name
 from providers.kernel_log.joblog import prefilter
-from providers.kernel_log.joblog.files import text_lines
 from providers.kernel_log.joblog.lines import NodeParser, parse_lines
 from providers.kernel_log.joblog.nodes import exact_resolver
+from providers.kernel_log.joblog.prefilter import text_lines
 from providers.kernel_log.joblog.records import NodeLog
 from tests.incidents.corpus import cases
 from tests.joblog.support import fixture_groups

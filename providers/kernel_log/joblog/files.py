@@ -19,7 +19,6 @@ from typing import BinaryIO
 
 from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, SourceFailure
 from providers.kernel_log.joblog.nodes import NodeResolver, is_safe_component
-from providers.kernel_log.joblog.patterns import MAX_LINE_CHARS  # longer lines are cut before the parser sees them
 from providers.kernel_log.reading import GzipReader
 
 log = logging.getLogger("attribution_adapter.kernel_log.joblog")
@@ -41,9 +40,9 @@ READ_CHUNK = 1024 * 1024
 FURTHER_SHARE = 8
 
 #: where a node's tail goes: its pieces oldest first (one per file read), each holding whole lines (the first one
-#: complete, the last one maybe without its newline; `text_lines` gives them as text). A call replaces what an
-#: earlier call for the node gave, and says whether the tail settles the node (`NodeLog.settled`); when it does not
-#: and older output lies behind, the node is read further back and handed over again.
+#: complete, the last one maybe without its newline; `prefilter.text_lines` gives them as text). A call replaces
+#: what an earlier call for the node gave, and says whether the tail settles the node (`NodeLog.settled`); when it
+#: does not and older output lies behind, the node is read further back and handed over again.
 TailSink = Callable[[list[bytes]], bool]
 
 
@@ -155,9 +154,10 @@ def read_job_logs(
     if groups is None:
         notes.append("no job-log folder for this workload attempt")
         return JobLogRead(found=False, refused=refused, notes=tuple(notes))
-    reserve = _reserve(len(groups), limits)
-    shares = _shares({node: files for node, files in groups.items()}, limits, limits.request_bytes - reserve.left)
-    budget = _Budget(limits.request_bytes - reserve.left)
+    shared = shared_bytes(len(groups), limits)
+    reserve = _Budget(limits.request_bytes - shared)
+    shares = _shares({node: files for node, files in groups.items()}, limits, shared)
+    budget = _Budget(shared)
     reads: dict[str, NodeRead] = {}
     late: list[str] = []
     for node in nodes:
@@ -263,12 +263,13 @@ def parse_file_name(name: str) -> tuple[str, int, bool] | None:
     return base[: -len(".log")], rotation, gz
 
 
-def _reserve(nodes: int, limits: ReadLimits) -> _Budget:
-    """The bytes kept back from the shares for reading further back the nodes whose share does not settle them:
-    an eighth of the request's bound when the shares are smaller than a node's bound, else none."""
+def shared_bytes(nodes: int, limits: ReadLimits) -> int:
+    """The part of the request's bound split into the shares of `nodes` nodes with files: all of it when the shares
+    reach a node's bound, else all but an eighth, kept back for reading further back the nodes whose share does not
+    settle them."""
     if nodes == 0 or limits.request_bytes // nodes >= limits.node_bytes:
-        return _Budget(0)
-    return _Budget(limits.request_bytes // FURTHER_SHARE)
+        return limits.request_bytes
+    return limits.request_bytes - limits.request_bytes // FURTHER_SHARE
 
 
 def _shares(groups: dict[str, list[_LogFile]], limits: ReadLimits, total: int) -> dict[str, int]:
@@ -355,7 +356,6 @@ class _Tail:
     bytes_read: int = 0
     size: int = 0
     cut: bool = False
-
 
 
 def _tail(files: list[_LogFile], share: int, budget: _Budget, deadline: Deadline) -> _Tail:
@@ -476,17 +476,6 @@ def _whole_lines(data: bytes, partial: bool) -> bytes:
         first = data.find(b"\n")
         return b"" if first < 0 else data[first + 1 :]
     return data
-
-
-def text_lines(data: bytes) -> list[str]:
-    """The lines of what a `TailSink` is given, as the node parser reads them: decoded (an invalid byte replaced),
-    without their newlines, each cut at MAX_LINE_CHARS."""
-    if not data:
-        return []
-    lines = data.decode("utf-8", "replace").split("\n")
-    if data.endswith(b"\n"):
-        lines.pop()  # the empty text after the last newline is no line
-    return [line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] for line in lines]
 
 
 def _describe(exc: BaseException) -> str:

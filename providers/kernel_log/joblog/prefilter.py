@@ -102,8 +102,18 @@ def _feed_line(parser: NodeParser, data: bytes, pos: int, size: int) -> int:
 
 
 def _text(raw: bytes) -> str:
+    """One line as the node parser reads it: decoded (an invalid byte replaced), cut at MAX_LINE_CHARS."""
     line = raw.decode("utf-8", "replace")
     return line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS]
+
+
+def text_lines(data: bytes) -> list[str]:
+    """Every line of what a `files.TailSink` is given, without its newline, as the node parser reads it one by one
+    (what `feed_tail` must come to the same as; tests and tools read a tail this way)."""
+    lines = data.split(b"\n")
+    if data.endswith(b"\n") or not data:
+        lines.pop()  # the empty text after the last newline is no line
+    return [_text(raw) for raw in lines]
 
 
 def _skip(parser: NodeParser, data: bytes, start: int, end: int) -> None:
@@ -160,4 +170,4 @@ def _first(pattern: re.Pattern[bytes], data: bytes, end: int) -> list[bytes]:
     return pattern.findall(b"\n" + data[:end])
 
 
-__all__ = ["REREAD", "STRUCTURAL", "candidate_words", "feed_tail"]
+__all__ = ["REREAD", "STRUCTURAL", "candidate_words", "feed_tail", "text_lines"]
