@@ -3,8 +3,11 @@
 import re
 import re._constants as c  # the compiled form of a pattern, as `re` itself parses it
 import re._parser as sre_parse
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from providers.kernel_log.joblog import patterns as lines
 from providers.kernel_log.joblog.lines import NodeParser
@@ -91,3 +94,72 @@ def test_a_real_line_after_a_megabyte_of_padding_is_not_looked_for_but_one_befor
     assert _feed(" " * MIB + line).result().timeouts == ()  # beyond MAX_LINE_CHARS: never read
     (t,) = _feed(line + " " * MIB).result().timeouts
     assert t.seq == 1580 and len(t.line.text) <= lines.MAX_TEXT
+
+
+# ---------------------------------------------------------------- collectors' times
+
+
+def _by_fields(date: str, clock: str, frac: str, zone: str) -> datetime | None:
+    """The time a stamp's fields name, read field by field (what parse_stamp must agree with)."""
+    if not zone:
+        return None
+    try:
+        if zone == "Z":
+            tz = UTC
+        else:
+            digits = zone[1:].replace(":", "")
+            offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+            tz = timezone(offset if zone[0] == "+" else -offset)
+        year, month, day = map(int, date.split("-"))
+        hour, minute, second = map(int, clock.split(":"))
+        micro = int((frac + "00000")[:6]) if frac else 0
+        return datetime(year, month, day, hour, minute, second, micro, tzinfo=tz).astimezone(UTC)
+    except (ValueError, OverflowError):
+        return None
+
+
+def _two(low: int, high: int) -> st.SearchStrategy[str]:
+    """Two digits, mostly within a field's range, sometimes anywhere (a time that names nothing)."""
+    return st.one_of(st.integers(low, high), st.integers(low, high), st.integers(0, 99)).map("{:02d}".format)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    date=st.tuples(st.integers(1, 9999).map("{:04d}".format), _two(1, 12), _two(1, 31)).map("-".join),
+    sep=st.sampled_from("T "),
+    clock=st.tuples(_two(0, 23), _two(0, 59), _two(0, 59)).map(":".join),
+    frac=st.one_of(st.just(""), st.text("0123456789", min_size=1, max_size=9)),
+    point=st.sampled_from(".,"),
+    zone=st.one_of(
+        st.sampled_from(["", "Z"]),
+        st.tuples(st.sampled_from("+-"), _two(0, 14), st.sampled_from(["", ":"]), _two(0, 59)).map("".join),
+    ),
+)
+def test_a_collectors_time_is_the_one_its_fields_name(date, sep, clock, frac, point, zone) -> None:
+    text = f"{date}{sep}{clock}{point + frac if frac else ''}{zone} stdout F line"
+    m = lines.STAMP.match(text)
+    assert m is not None
+    expected = _by_fields(date, clock, frac, zone)
+    assert lines.parse_stamp(m) == expected
+    if expected is not None:
+        assert lines.parse_stamp(m).tzinfo is UTC
+
+
+def test_collectors_times_at_the_edges() -> None:
+    def read(text: str) -> datetime | None:
+        m = lines.STAMP.match(text + " x")
+        assert m is not None
+        return lines.parse_stamp(m)
+
+    assert read("2024-02-29T23:59:59.9999999Z") == datetime(2024, 2, 29, 23, 59, 59, 999999, tzinfo=UTC)
+    east, west = read("2024-03-01 01:30:00,5+0130"), read("2023-12-31T19:00:00-05:00")
+    assert east == datetime(2024, 3, 1, 0, 0, 0, 500000, tzinfo=UTC) and east.tzinfo is UTC
+    assert west == datetime(2024, 1, 1, tzinfo=UTC) and west.tzinfo is UTC
+    assert read("2023-02-29T00:00:00Z") is None  # no such day
+    assert read("2024-01-01T24:00:00Z") is None
+    assert read("2024-01-01T23:59:60Z") is None  # a leap second: Python has none
+    assert read("2024-01-01T12:00:00+24:00") is None  # an offset of a day
+    assert read("2024-01-01T12:00:00") is None  # no zone: not placed in time
+    assert read("0001-01-01T00:30:00+01:00") is None  # before year 1 in UTC
+    assert read("9999-12-31T23:30:00-01:00") is None  # after year 9999
+    assert read("0001-01-01T00:30:00-01:00") == datetime(1, 1, 1, 1, 30, tzinfo=UTC)

@@ -117,6 +117,18 @@ def test_a_rank_behind_in_completed_work_is_a_collective_hang_on_its_node(tmp_pa
     assert _unattributed(body) == ["node-b"]
 
 
+def test_collector_times_no_calendar_holds_in_utc_leave_the_lines_untimed(tmp_path: Path) -> None:
+    # The lines of the test above behind a collector's time that names no instant within years 1 to 9999 once in UTC
+    # (an offset carries it past either end): the lines are read as lines without a time, not a failed answer.
+    behind, ahead = (line.replace("[PG 1 Rank", "[PG ID 1 PG GUID 1 Rank")
+                     for line in (_strip(fx.LLAMAFACTORY_7396)[2], fx.LLAMAFACTORY_6269[3]))
+    body = _ask(tmp_path, ["node-a", "node-b"], {"node-a": [f"9999-12-31T23:30:00-01:00 {behind}"],
+                                                 "node-b": [f"0001-01-01T00:30:00+01:00 {ahead}"]}, ranks=[0, 4])
+    assert "error" not in body
+    assert _findings(body) == [("node-a", "collective_hang")]
+    assert body["attributions"][0]["observed_at"] == DETECTED.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def test_silent_ranks_of_the_scope_on_a_node_where_none_timed_out_point_at_it(tmp_path: Path) -> None:
     # ArcticTraining#219: rank 2 timed out; rank 7 only reported its watchdog stuck, on another node.
     body = _ask(tmp_path, ["node-a", "node-b"], {"node-a": [fx.ARCTIC_219[1]], "node-b": [fx.ARCTIC_219[0]]},

@@ -9,9 +9,8 @@ compiled patterns. Formats and the public reports they were taken from are liste
 
 from __future__ import annotations
 
-import functools
 import re
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime
 
 from providers.kernel_log.joblog import cuda_errors
 from providers.kernel_log.joblog.cuda_errors import CudaErrorKind
@@ -127,26 +126,17 @@ _CSI = re.compile(r"\x1b\[[0-9;?]{0,32}+[ -/]{0,4}+[@-~]")
 
 
 def parse_stamp(match: re.Match[str]) -> datetime | None:
-    """The UTC time of a `_TS` match, or None when it carries no zone (it cannot be placed in time)."""
-    date, clock, frac, zone = match.group("date", "clock", "frac", "zone")
-    if zone is None:
+    """The UTC time of a `_TS` match, or None when it carries no zone (it cannot be placed in time) or names no real
+    time (a 13th month, a 61st second, an offset of a day or more, a time that in UTC falls outside years 1 to
+    9999)."""
+    end = match.end("zone")
+    if end < 0:
         return None
-    try:  # the date and clock have fixed widths (`_TS`)
-        moment = datetime(
-            int(date[:4]), int(date[5:7]), int(date[8:10]), int(clock[:2]), int(clock[3:5]), int(clock[6:8]),
-            int((frac + "00000")[:6]) if frac else 0, tzinfo=UTC if zone == "Z" else _zone(zone),
-        )
-    except ValueError:
+    try:  # Python's ISO 8601 reader takes every `_TS` shape: `T` or a space, `.` or `,`, 1 to 9 digits (cut to 6)
+        moment = datetime.fromisoformat(match.string[match.start("date") : end])
+        return moment if moment.tzinfo is UTC else moment.astimezone(UTC)
+    except (ValueError, OverflowError):  # OverflowError: in UTC it falls before year 1 or after year 9999
         return None
-    return moment if zone == "Z" else moment.astimezone(UTC)
-
-
-@functools.lru_cache(maxsize=64)
-def _zone(zone: str) -> timezone:
-    """`+02:00`, `-0530`, ... as a fixed offset."""
-    digits = zone[1:].replace(":", "")
-    offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
-    return timezone(offset if zone[0] == "+" else -offset)
 
 
 def sanitize(raw: str) -> str:
