@@ -4,10 +4,22 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from providers.kernel_log.joblog import cuda_errors
 from providers.kernel_log.joblog.cuda_errors import Meaning
-from providers.kernel_log.joblog.patterns import IB_COMPLETION, classify_exception, oom_killed_pid
+from providers.kernel_log.joblog.lines import NodeParser
+from providers.kernel_log.joblog.patterns import (
+    CRI,
+    CRI_HOST,
+    IB_COMPLETION,
+    MARKER,
+    PREFIX_SCAN,
+    STAMP,
+    classify_exception,
+    oom_killed_pid,
+)
 from providers.kernel_log.joblog.records import ExceptionKind, GroupRank, NetworkKind
 from tests.joblog import fixtures as fx
 from tests.joblog.support import T0, cri, parse
@@ -296,3 +308,82 @@ def test_oom_killed_pid_from_kernel_messages() -> None:
     assert oom_killed_pid(fx.KUBERNETES_56891_OLD[1]) == 28438
     assert oom_killed_pid(fx.QACONV_19_SUMMARY) is None
     assert oom_killed_pid("") is None
+
+
+def _marker_by_search(body: str) -> tuple[str | None, int, str | None] | None:
+    """The first `[PG ` or `[Rank ` within the scanned prefix, matched where it starts (what `_marker` must agree
+    with, whatever it keeps between lines)."""
+    starts = [pos for pos in (body.find(n, 0, PREFIX_SCAN) for n in ("[PG ", "[Rank ")) if pos >= 0]
+    m = MARKER.match(body, min(starts)) if starts else None
+    return (m.group("pg"), int(m.group("rank")), m.group("guid") or m.group("name")) if m else None
+
+
+_MARKER_PARTS = st.one_of(
+    st.sampled_from(["[", "]", "[PG ", "PG ", "ID ", " PG GUID ", "GUID ", "[Rank ", "Rank ", " (", ")", " ", "x",
+                     "(default_pg)", "0", "17", "123456789", "1234567890"]),
+    st.integers(0, 140).map(lambda n: "g" * n),  # a group's GUID or name, up to past its 128-character bound
+    st.integers(0, 600).map(lambda n: "." * n),  # text before the marker, up to past PREFIX_SCAN
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_MARKER_PARTS, max_size=14).map("".join))
+def test_the_process_group_marker_is_the_first_one_matched_where_it_starts(body: str) -> None:
+    group = NodeParser._marker(body)
+    assert (None if group is None else (group.pg, group.rank, group.identity)) == _marker_by_search(body)
+
+
+@pytest.mark.parametrize("marker", [
+    f"[PG ID 123456789 PG GUID {'g' * 128} Rank 123456789]",
+    f"[PG 123456789 ({'n' * 128}) Rank 123456789]",
+])
+def test_the_longest_markers_are_read(marker: str) -> None:
+    group = NodeParser._marker(f"{'.' * 300}{marker} Watchdog caught collective operation timeout")
+    assert group is not None and group.rank == 123456789 and group.pg == "123456789"
+    assert group.identity in (f"{'g' * 128}", f"{'n' * 128}")
+
+
+def _collector_prefix_by_patterns(text: str) -> tuple[str, str, str] | None:
+    """(kind, content, stream) of a line by trying CRI, then CRI with a host, then a bare collector time (the order
+    the parser must agree with)."""
+    for kind, pattern in (("cri", CRI), ("cri", CRI_HOST)):
+        m = pattern.match(text)
+        if m:
+            return kind + m.group("flag"), text[m.end() :], m.group("stream")
+    m = STAMP.match(text)
+    return ("stamp", text[m.end() :], "") if m else None
+
+
+_PREFIX_PARTS = st.one_of(
+    st.sampled_from(["2024-03-21T02:07:08.414640780Z", "2024-03-21 02:07:08,5+01:00", "2024-03-21T02:07:08",
+                     " ", "stdout", "stderr", "F", "P", "host-1", "x", "stdout F", "stderr P "]),
+    st.integers(0, 300).map(lambda n: "h" * n),  # a host up to past its 253-character bound
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_PREFIX_PARTS, max_size=8).map("".join).map(lambda t: t + " [rank3]: hello"))
+def test_collector_prefixes_are_read_as_their_patterns_say(text: str) -> None:
+    text = "2" + text  # a line that starts with a digit, as collector times do
+    expected = _collector_prefix_by_patterns(text)
+    split = NodeParser("n", lambda name: None)._split(text)
+    if expected is None or expected[0] == "stamp":
+        assert split is not None and split[0] == text
+        assert (split[2] is not None) == (expected is not None)
+        if expected is not None:
+            assert split[1] == expected[1]
+    elif expected[0] == "criP":
+        assert split is None  # a partial line waits for the rest of its stream
+    else:
+        assert split == (text, expected[1], split[2]) and split[2] is not None
+        assert split[2].group("date") == STAMP.match(text).group("date")
+
+
+def test_a_cri_line_with_the_longest_time_and_host_is_read_and_a_longer_host_is_not_cri() -> None:
+    stamp = "2024-03-21T02:07:08.414640780+01:00"  # 35 characters, the longest time a collector writes
+    parser = NodeParser("n", lambda name: None)
+    longest = parser._split(f"{stamp} {'h' * 253} stdout F [rank3]: hello")
+    assert longest is not None and longest[1] == "[rank3]: hello"
+    assert parser._split(f"{stamp} {'h' * 253} stderr P [rank3]: hel") is None  # a partial line: held back
+    longer = parser._split(f"{stamp} {'h' * 254} stdout F [rank3]: hello")
+    assert longer is not None and longer[1] == f"{'h' * 254} stdout F [rank3]: hello"

@@ -9,6 +9,7 @@ records it keeps in `records.py`.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -17,7 +18,6 @@ from typing import Any
 
 from providers.kernel_log.joblog.nodes import NodeResolver
 from providers.kernel_log.joblog.patterns import (
-    CRI,
     CRI_HOST,
     DESYNC_LAGGING,
     DESYNC_MISSING,
@@ -234,11 +234,14 @@ class NodeParser:
         if first == "{" and text.startswith('{"log":'):
             return self._docker_json(text)
         if first.isdigit():
-            m = CRI.match(text) or CRI_HOST.match(text)
-            if m:
-                content = text[m.end() :]
-                stream = m.group("stream")
-                if m.group("flag") == "P":
+            m = STAMP.match(text)  # a collector's time starts the line (CRI's among them)
+            if m is not None:
+                cri = _cri(text, m)
+                if cri is None:
+                    return text, self._own_host_off(text[m.end() :]), m
+                end, stream, flag = cri
+                content = text[end:]
+                if flag == "P":
                     parts = self._partial.setdefault(stream, [])
                     if len(parts) < MAX_BLOCK_LINES:
                         parts.append(content)
@@ -246,11 +249,8 @@ class NodeParser:
                 parts = self._partial.pop(stream, None)
                 if parts:
                     content = ("".join(parts) + content)[:MAX_LINE_CHARS]
-                    text = (text[: m.end()] + content)[:MAX_LINE_CHARS]
+                    text = (text[:end] + content)[:MAX_LINE_CHARS]
                 return text, content, m
-            m = STAMP.match(text)
-            if m:
-                return text, self._own_host_off(text[m.end() :]), m
         if first == " " or first.isdigit():
             m = SRUN_LABEL.match(text)
             if m:
@@ -284,17 +284,14 @@ class NodeParser:
 
     @staticmethod
     def _marker(body: str) -> GroupRank | None:
-        best = -1
-        for needle in ("[PG ", "[Rank "):
-            pos = body.find(needle, 0, PREFIX_SCAN)
-            if pos >= 0 and (best < 0 or pos < best):
-                best = pos
-        if best < 0:
+        """The first process-group marker within the line's first `PREFIX_SCAN` characters, if it is well formed."""
+        pg = body.find("[PG ", 0, PREFIX_SCAN)
+        plain = body.find("[Rank ", 0, PREFIX_SCAN if pg < 0 else pg)
+        start = plain if plain >= 0 else pg
+        if start < 0:
             return None
-        m = MARKER.match(body, best)
-        if not m:
-            return None
-        return GroupRank(m.group("pg"), int(m.group("rank")), m.group("guid") or m.group("name"))
+        close = body.find("]", start, start + _MARKER_CHARS)  # a marker holds no `]` before its last character
+        return _group(body[start : close + 1]) if close >= 0 else None
 
     def _sighting(self, rank: int, text: str, stamp: _Stamp, marker_only: bool) -> None:
         seen = self._seen.get(rank)
@@ -579,6 +576,31 @@ class NodeParser:
                 traceback_kind=classify_exception(exception) if exception else None,
             ),
         )
+
+
+def _cri(text: str, stamped: re.Match[str]) -> tuple[int, str, str] | None:
+    """(where the content starts, the stream, the flag) of a line that starts with a collector's time (`STAMP`) when
+    it is in Kubernetes CRI's shape (`CRI`, or `CRI_HOST` with a host after the time), else None."""
+    end = stamped.end()
+    if stamped.group("stream") and text.startswith(("F ", "P "), end):
+        return end + 2, stamped.group("stream"), text[end]
+    if text.find(" stdout ", 0, _CRI_HOST_SCAN) < 0 and text.find(" stderr ", 0, _CRI_HOST_SCAN) < 0:
+        return None
+    m = CRI_HOST.match(text)
+    return (m.end(), m.group("stream"), m.group("flag")) if m else None
+
+
+#: how far into a line `CRI_HOST`'s stream can end (a 35-character time, a 253-character host, ` stdout `)
+_CRI_HOST_SCAN = 300
+#: the longest text a `MARKER` match can span (`[PG ID <9 digits> PG GUID <128> Rank <9 digits>]` is 169)
+_MARKER_CHARS = 200
+
+
+@functools.lru_cache(maxsize=16384)
+def _group(marker: str) -> GroupRank | None:
+    """The process group and rank a marker's text names (the ranks of a node repeat theirs on line after line)."""
+    m = MARKER.match(marker)
+    return GroupRank(m.group("pg"), int(m.group("rank")), m.group("guid") or m.group("name")) if m else None
 
 
 #: how Python exception class names end (builtins and the usual custom ones)

@@ -40,7 +40,7 @@ _TS = (
 CRI = re.compile(_TS + r" (?P<stream>stdout|stderr) (?P<flag>[FP]) ")
 CRI_HOST = re.compile(_TS + r" (?P<host>[^\s]{1,253}+) (?P<stream>stdout|stderr) (?P<flag>[FP]) ")
 #: any other collector that starts a line with an RFC 3339 time (and maybe `stdout`/`stderr`)
-STAMP = re.compile(_TS + r" (?:(?:stdout|stderr) )?+")
+STAMP = re.compile(_TS + r" (?:(?P<stream>stdout|stderr) )?+")
 #: `srun --label` puts the task number before each line
 SRUN_LABEL = re.compile(r" {0,8}+\d{1,7}+: ")
 #: PyTorch 2.2+ puts the global rank before every line a rank writes
