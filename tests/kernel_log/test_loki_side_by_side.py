@@ -167,6 +167,60 @@ def test_a_query_that_gets_no_shared_slot_before_the_waiting_stops_is_unfinished
     assert list(kernel.results()) == [("kernel", "kernel lines")]
 
 
+def test_slots_are_taken_in_the_order_asked_so_a_busy_pool_cannot_starve_the_other() -> None:
+    # one slot: the job logs' pool runs call after call, asking again the moment it gives the slot back; the kernel
+    # logs' one call, asked for while the first job-log call held the slot, runs next
+    import threading as th
+
+    from providers.kernel_log.loki.fanout import Pool, Slots
+
+    slots = Slots(1)
+    order: list[str] = []
+    first_holds = th.Event()
+    kernel_asked = th.Event()
+
+    def job_call(n: int) -> str:
+        order.append(f"job-{n}")
+        if n == 0:
+            first_holds.set()
+            kernel_asked.wait(10)  # the slot is held until the kernel call is in line
+        return "lines"
+
+    job = Pool(1, time.monotonic() + 30, "j", slots)
+    for n in range(6):
+        job.add(lambda n=n: job_call(n), n)
+    first_holds.wait(10)
+    kernel = Pool(1, time.monotonic() + 30, "k", slots)
+    kernel.add(lambda: order.append("kernel") or "kernel lines", "kernel")
+    for _ in range(1000):  # bounded: the kernel call is queued within moments
+        if slots.waiting:  # the kernel call is in line
+            break
+        time.sleep(0.005)
+    kernel_asked.set()
+    assert list(kernel.results()) == [("kernel", "kernel lines")]
+    assert len(list(job.results())) == 6
+    assert order[:2] == ["job-0", "kernel"]  # right after the call that held the slot, not after the job logs' last
+
+
+def test_results_finished_while_the_consumer_was_busy_past_the_waiting_are_not_taken() -> None:
+    # two calls finish at once; the consumer spends past the pool's waiting time on the first: the second, finished
+    # but not yet taken, is yielded unfinished (what arrives after the time to read it is named, not read)
+    from providers.kernel_log.loki.fanout import NotFinished, Pool
+
+    until = time.monotonic() + 0.3
+    pool = Pool(2, until, "p")
+    pool.add(lambda: "first", 0)
+    pool.add(lambda: "second", 1)
+    time.sleep(0.1)  # both finished before the first is taken
+    taken = []
+    for tag, result in pool.results():
+        taken.append((tag, result))
+        while time.monotonic() < until + 0.05:  # the consumer busy past the waiting time (bounded by it)
+            time.sleep(0.01)
+    assert taken[0] == (0, "first")
+    assert taken[1][0] == 1 and isinstance(taken[1][1], NotFinished)
+
+
 def test_at_the_deadline_what_was_read_stands_and_the_unread_job_logs_are_named() -> None:
     # 64 nodes, read 8 queries at once: two job-log batches of 32 nodes. The job-log queries of the second batch
     # (node-0032 .. node-0063) are held past the request's deadline; everything else answers. The kernel finding

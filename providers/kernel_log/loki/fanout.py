@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TypeVar
@@ -33,20 +34,44 @@ class NotFinished(Exception):
 
 
 class Slots:
-    """At most `size` backend calls at once across the pools that share this object."""
+    """At most `size` backend calls at once across the pools that share this object, taken in the order they were
+    asked for: a pool whose threads ask again the moment they give a slot back cannot keep the other pool's calls
+    waiting (the kernel logs' few queries behind the job logs' many)."""
 
     def __init__(self, size: int) -> None:
         self.size = max(1, size)
-        self._semaphore = threading.BoundedSemaphore(self.size)
+        self._free = self.size
+        self._queue: deque[object] = deque()  # the calls waiting, first asked first
+        self._changed = threading.Condition()
+
+    @property
+    def waiting(self) -> int:
+        """Calls waiting for a slot now."""
+        with self._changed:
+            return len(self._queue)
 
     def run(self, call: Callable[[], T], until: float) -> T:
-        """`call()` once a slot is free; NotFinished when none is free before `until` (a `time.monotonic()` value)."""
-        if not self._semaphore.acquire(timeout=max(0.0, until - time.monotonic())):
-            raise NotFinished()
+        """`call()` once a slot is free and every call that asked before has one; NotFinished when that does not
+        happen before `until` (a `time.monotonic()` value)."""
+        ticket = object()
+        with self._changed:
+            self._queue.append(ticket)
+            try:
+                turn = self._changed.wait_for(
+                    lambda: self._free > 0 and self._queue[0] is ticket, max(0.0, until - time.monotonic())
+                )
+                if not turn:
+                    raise NotFinished()
+                self._free -= 1
+            finally:
+                self._queue.remove(ticket)
+                self._changed.notify_all()  # the next in line may now have its turn
         try:
             return call()
         finally:
-            self._semaphore.release()
+            with self._changed:
+                self._free += 1
+                self._changed.notify_all()
 
 
 class Pool:
@@ -54,8 +79,9 @@ class Pool:
 
     `results()` yields `(tag, result)` for every call added: its return value or the exception it raised, as calls
     finish; the consumer may `add` more calls between two results (a follow-up query once an answer is in). At
-    `until` (a `time.monotonic()` value) the waiting stops: every call not finished is yielded with a NotFinished,
-    calls not yet started never start, and those running are left to end on their own: each call must bound its own
+    `until` (a `time.monotonic()` value) the waiting stops: every call not finished, or finished while the consumer
+    was busy and not yet yielded, is yielded with a NotFinished (the time to take it is over), calls not yet started
+    never start, and those running are left to end on their own: each call must bound its own
     time (a deadline on its I/O), so a thread never outlives it by much. The consumer runs on the caller's thread.
     """
 
@@ -82,6 +108,8 @@ class Pool:
                     break
                 done, _ = wait(self._pending, timeout=left, return_when=FIRST_COMPLETED)
                 for future in sorted(done, key=lambda f: self._pending[f][0]):
+                    if time.monotonic() >= self.until:
+                        break  # the consumer took the time: what is left, finished or not, is not taken
                     _, tag = self._pending.pop(future)
                     error = future.exception()
                     yield tag, (error if error is not None else future.result())
