@@ -584,14 +584,15 @@ def _cri(text: str, stamped: re.Match[str]) -> tuple[int, str, str] | None:
     end = stamped.end()
     if stamped.group("stream") and text.startswith(("F ", "P "), end):
         return end + 2, stamped.group("stream"), text[end]
-    if text.find(" stdout ", 0, _CRI_HOST_SCAN) < 0 and text.find(" stderr ", 0, _CRI_HOST_SCAN) < 0:
+    space = text.find(" ", end, end + _HOST_CHARS + 1)  # a host holds no space: the stream must follow the first one
+    if space < 0 or not text.startswith((" stdout ", " stderr "), space):
         return None
     m = CRI_HOST.match(text)
     return (m.end(), m.group("stream"), m.group("flag")) if m else None
 
 
-#: how far into a line `CRI_HOST`'s stream can end (a 35-character time, a 253-character host, ` stdout `)
-_CRI_HOST_SCAN = 300
+#: the longest host name `CRI_HOST` takes after a collector's time
+_HOST_CHARS = 253
 #: the longest text a `MARKER` match can span (`[PG ID <9 digits> PG GUID <128> Rank <9 digits>]` is 169)
 _MARKER_CHARS = 200
 
