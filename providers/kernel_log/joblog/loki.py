@@ -76,8 +76,8 @@ SOURCE = "the Loki job-log source"
 #: the longest query URL sent (the request-line buffer of the proxies Loki usually sits behind is 8 KiB)
 MAX_URL_BYTES = 8 * 1024
 #: nodes of one batch at most (fewer batches: fewer queries; smaller ones: shorter chains of pages, and the parser,
-#: which takes a batch once its last page is in, starts sooner: at 4,096 nodes, 64 a batch took 214 queries against
-#: 198 with 256 and answered in 2.9-3.1 s against 3.8 s, bench/loki_fleet.py)
+#: which takes a batch once its last page is in, starts sooner; at 4,096 nodes bench/loki_fleet.py sends 214 queries
+#: with 64 a batch against 198 with 256)
 MAX_BATCH_NODES = 64
 #: a scope of fewer than `MAX_BATCH_NODES` x `ATTRIBUTION_LOKI_CONCURRENCY` nodes is split into about as many batches
 #: as queries may run at once (a batch's pages are read one after the other), each of at least this many nodes
