@@ -3,8 +3,8 @@
 A node's file holds the interleaved output of every rank that ran there, as a log collector wrote it. `NodeParser`
 takes its lines oldest first and keeps, bounded, what the rules need: which ranks wrote there, NCCL watchdog
 timeouts and their sequence numbers, PyTorch's desync report, torchelastic's failure summary, NCCL network
-warnings, CUDA errors and the last Python traceback of each rank. The line shapes are in `patterns.py`, the
-records it keeps in `records.py`.
+warnings (`network.py` reads them), CUDA errors and the last Python traceback of each rank. The line shapes are in
+`patterns.py`, the records it keeps in `records.py`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from providers.kernel_log.joblog.network import is_address, nccl_warning
 from providers.kernel_log.joblog.nodes import NodeResolver
 from providers.kernel_log.joblog.patterns import (
     CRI_HOST,
@@ -28,15 +29,11 @@ from providers.kernel_log.joblog.patterns import (
     ELASTIC_SIGNAL,
     ELASTIC_TIME,
     EXCEPTION_HEAD,
-    IB_COMPLETION,
-    IB_COMPLETION_OLD,
     MARKER,
     MAX_BLOCK_LINES,
     MAX_LINE_CHARS,
     MAX_RECORDS,
     MAX_TEXT,
-    NCCL_ORIGIN,
-    PEER_AFTER,
     PREFIX_SCAN,
     PROGRESS_DETECTED,
     PROGRESS_DUMP,
@@ -46,7 +43,6 @@ from providers.kernel_log.joblog.patterns import (
     ROLE_PREFIX,
     SRUN_LABEL,
     STAMP,
-    VERBS_CALL,
     WATCHDOG,
     WATCHDOG_TAIL,
     _ranks_list,
@@ -62,7 +58,6 @@ from providers.kernel_log.joblog.records import (
     GroupRank,
     LogLine,
     NcclNetworkError,
-    NetworkKind,
     NodeLog,
     PythonTraceback,
     RankSighting,
@@ -393,64 +388,15 @@ class NodeParser:
         self._pending_desync.clear()
 
     def _nccl_net(self, body: str, line: LogLine) -> None:
-        """An NCCL network warning: after NCCL's `NCCL WARN ` when the line has it, or as quoted in an exception."""
-        pos = body.find("NCCL WARN ")
-        head, message = (body[:pos], body[pos + len("NCCL WARN ") :]) if pos >= 0 else ("", body)
-        host = None
-        for token in head.split():
-            m = NCCL_ORIGIN.fullmatch(token)
-            if m:
-                host = m.group("host")
-                break
-        found = self._network_message(message)
+        found = nccl_warning(body)
         if found is None:
             return
-        kind, peer, status = found
+        host, kind, peer, status = found
         peer_node = None
         if peer:
             name = peer.split("<", 1)[0]
-            peer_node = self._resolve(name) if name and not _looks_like_address(name) else None
+            peer_node = self._resolve(name) if name and not is_address(name) else None
         self._keep(self._network, NcclNetworkError(line, kind, host, peer, peer_node, status))
-
-    @staticmethod
-    def _network_message(message: str) -> tuple[NetworkKind, str | None, int | None] | None:
-        pos = message.find("Got completion from peer")
-        if pos >= 0:
-            start = message.rfind("NET/IB", 0, pos)
-            m = IB_COMPLETION.match(message, start) if start >= 0 else None
-            if m:
-                return NetworkKind.IB_COMPLETION, m.group("peer"), int(m.group("status"))
-        pos = message.find("Got completion with error ")
-        if pos >= 0:
-            m = IB_COMPLETION_OLD.match(message, pos)
-            if m:
-                return NetworkKind.IB_COMPLETION, None, int(m.group("status"))
-        if "Got async event : port error" in message or "Got async event : local catastrophic error" in message:
-            return NetworkKind.ASYNC_EVENT, None, None
-        for needle in ("Connection closed by remote peer", "Connection closed by peer", "Connection reset by peer",
-                       "failed : Broken pipe"):
-            pos = message.find(needle)
-            if pos >= 0:
-                peer = None
-                if needle.startswith("Connection closed"):
-                    m = PEER_AFTER.match(message, pos + len(needle))
-                    peer = m.group("peer") if m else None
-                else:
-                    start = message.find("Call to recv from ")
-                    if 0 <= start < pos:
-                        m = PEER_AFTER.match(message, start + len("Call to recv from"))
-                        peer = m.group("peer") if m else None
-                return NetworkKind.PEER_CLOSED, peer, None
-        pos = message.find("Connect to ")
-        if pos >= 0 and ("failed" in message or "returned" in message):
-            m = PEER_AFTER.match(message, pos + len("Connect to"))
-            return NetworkKind.CONNECT, m.group("peer") if m else None, None
-        pos = message.find("Call to ibv_")
-        if pos >= 0 and VERBS_CALL.match(message, pos):
-            return NetworkKind.VERBS_CALL, None, None
-        if "transport retry counter exceeded" in message:
-            return NetworkKind.IB_COMPLETION, None, 12
-        return None
 
     # ------------------------------------------------------------ blocks
 
@@ -611,11 +557,6 @@ _EXCEPTION_SUFFIXES = ("Error", "Exception", "Interrupt", "Exit", "Iteration", "
 def _is_exception_line(body: str) -> bool:
     m = EXCEPTION_HEAD.match(body)
     return m is not None and m.group("name").endswith(_EXCEPTION_SUFFIXES)
-
-
-def _looks_like_address(name: str) -> bool:
-    """An IPv4 or IPv6 address (NCCL names IB peers by address): it names no host."""
-    return all(c.isdigit() or c == "." for c in name) or ":" in name
 
 
 def parse_lines(node: str, lines: list[str], resolve: NodeResolver) -> NodeLog:
