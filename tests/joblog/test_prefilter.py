@@ -163,6 +163,17 @@ def test_blocks_among_tricky_lines_give_what_every_line_gives(seed: int) -> None
     assert got == want
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_runs_of_candidate_lines_give_what_every_line_gives(seed: int) -> None:
+    # most lines candidates: runs of them one after the other (one search match each), blocks opening and closing
+    # inside a run, runs at the start and at the end of the tail (with and without its last newline)
+    lines = _mixed(seed, range(len(TRICKY)), 0.5 + seed / 15)
+    data = "\n".join(lines).encode() + (b"\n" if seed % 2 else b"")
+    got, want, fed = _both(data)
+    assert got == want
+    assert fed > len(lines) // 3  # the runs' lines were fed one by one
+
+
 def test_invalid_utf8_before_a_prefix_and_an_empty_tail() -> None:
     data = b"\xff\xff\xff[rank2]: after three invalid bytes\n[rank2]: plain\n\n\n"
     got, want, fed = _both(data)

@@ -4,11 +4,11 @@ Most of a training job's output says nothing about a failure: loss lines, progre
 node parser (`lines.NodeParser`) takes from such a line only that the line exists and, when it carries a `[rankN]:`
 prefix, that its rank wrote there. `feed_tail` therefore looks at a node's tail as bytes:
 
-- one RE2 search (a DFA: one pass over the bytes, whatever the number of words) finds the next *candidate* line: a
-  line holding a marker of the signal table (`signals.STANDALONE`), a text that opens a block the parser follows
-  (`Traceback (most recent call last):`, torchelastic's `Failures:` and `Root Cause`), a process-group marker
-  (`[PG `, `[Rank `), or bytes the parser reads another way than they stand (a Docker JSON line, a CRI partial
-  line, a terminal escape, a NUL);
+- one RE2 search (a DFA: one pass over the bytes, whatever the number of words) finds the next run of *candidate*
+  lines, one after the other: a line holding a marker of the signal table (`signals.STANDALONE`), a text that opens
+  a block the parser follows (`Traceback (most recent call last):`, torchelastic's `Failures:` and `Root Cause`), a
+  process-group marker (`[PG `, `[Rank `), or bytes the parser reads another way than they stand (a Docker JSON
+  line, a CRI partial line, a terminal escape, a NUL);
 - candidate lines, and every line while the parser is inside a block (a traceback, torchelastic's summary, a CRI
   line in parts), are decoded and fed to the parser one by one, as the line reader always did;
 - the lines between two candidates (a *gap*) are taken in bulk: their count, and for each rank the number of its
@@ -60,9 +60,11 @@ _RANK_LINE_BRACKETS = re.compile(rb"\n(?:[^\n\[]|\[(?!rank)){0,%d}+\[rank(\d{1,9
 
 @functools.cache
 def _candidates() -> re2._Regexp:  # type: ignore[name-defined]
-    # A match runs on to the end of its line, so a line holding several words is one match.
+    # A match runs on to the end of its line, and on over each next line that holds a word too: a run of candidate
+    # lines (a node's watchdog, progress and summary lines, one after the other) is one match.
     words = dict.fromkeys((*STANDALONE, *STRUCTURAL, *REREAD))
-    return re2.compile(b"(?:" + b"|".join(re2.escape(w.encode()) for w in words) + b")[^\n]*")
+    word = b"(?:" + b"|".join(re2.escape(w.encode()) for w in words) + b")"
+    return re2.compile(word + b"[^\n]*(?:\n[^\n]*?" + word + b"[^\n]*)*")
 
 
 def candidate_words() -> tuple[str, ...]:
@@ -74,22 +76,22 @@ def feed_tail(parser: NodeParser, data: bytes) -> None:
     """Hand the whole lines of `data` (the first one complete; the last may lack its newline) to `parser`, oldest
     first, with the same outcome as feeding each decoded line."""
     size = len(data)
-    found = _candidates().finditer(data)  # one pass: the next candidate at or after where reading stands
-    at = -1
+    runs = _candidates().finditer(data)  # one pass: the next run of candidate lines at or after where reading stands
+    first = last = -1  # the current run: where its first line starts, where its last line ends
     pos = 0
     while pos < size:
-        if parser.in_block:
+        if parser.in_block or first <= pos < last:
             pos = _feed_line(parser, data, pos, size)
             continue
-        while at < pos:
-            hit = next(found, None)
-            at = size if hit is None else hit.start()
-        start = data.rfind(b"\n", pos, at) + 1 or pos if at < size else size
-        if start > pos:
-            _skip(parser, data, pos, start)
-            pos = start
-        if at < size:
-            pos = _feed_line(parser, data, pos, size)
+        while last < pos:
+            hit = next(runs, None)
+            if hit is None:
+                first = last = size
+            else:
+                first, last = data.rfind(b"\n", 0, hit.start()) + 1, hit.end()
+        if first > pos:
+            _skip(parser, data, pos, first)
+            pos = first
 
 
 def _feed_line(parser: NodeParser, data: bytes, pos: int, size: int) -> int:
