@@ -527,10 +527,11 @@ class NodeParser:
 def _cri(text: str, stamped: re.Match[str]) -> tuple[int, str, str] | None:
     """(where the content starts, the stream, the flag) of a line that starts with a collector's time (`STAMP`) when
     it is in Kubernetes CRI's shape (`CRI`, or `CRI_HOST` with a host after the time), else None."""
-    end = stamped.end()
-    if stamped.group("stream") and text.startswith(("F ", "P "), end):
-        return end + 2, stamped.group("stream"), text[end]
-    space = text.find(" ", end, end + _HOST_CHARS + 1)  # a host holds no space: the stream must follow the first one
+    end, stream = stamped.end(), stamped.group("stream")
+    if stream and text.startswith(("F ", "P "), end):
+        return end + 2, stream, text[end]
+    host = end - len(stream) - 1 if stream else end  # where a host after the time would start (`stdout` is a name)
+    space = text.find(" ", host, host + _HOST_CHARS + 1)  # a host holds no space: the stream must follow the first
     if space < 0 or not text.startswith((" stdout ", " stderr "), space):
         return None
     m = CRI_HOST.match(text)
