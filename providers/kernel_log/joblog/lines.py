@@ -29,6 +29,7 @@ from providers.kernel_log.joblog.patterns import (
     ELASTIC_SIGNAL,
     ELASTIC_TIME,
     EXCEPTION_HEAD,
+    HOST_CHARS,
     MARKER,
     MAX_BLOCK_LINES,
     MAX_LINE_CHARS,
@@ -531,15 +532,13 @@ def _cri(text: str, stamped: re.Match[str]) -> tuple[int, str, str] | None:
     if stream and text.startswith(("F ", "P "), end):
         return end + 2, stream, text[end]
     host = end - len(stream) - 1 if stream else end  # where a host after the time would start (`stdout` is a name)
-    space = text.find(" ", host, host + _HOST_CHARS + 1)  # a host holds no space: the stream must follow the first
+    space = text.find(" ", host, host + HOST_CHARS + 1)  # a host holds no space: the stream must follow the first
     if space < 0 or not text.startswith((" stdout ", " stderr "), space):
         return None
     m = CRI_HOST.match(text)
     return (m.end(), m.group("stream"), m.group("flag")) if m else None
 
 
-#: the longest host name `CRI_HOST` takes after a collector's time
-_HOST_CHARS = 253
 #: the longest text a `MARKER` match can span (`[PG ID <9 digits> PG GUID <128> Rank <9 digits>]` is 169)
 _MARKER_CHARS = 200
 

@@ -32,13 +32,16 @@ MAX_TEXT = 4096
 
 # ---------------------------------------------------------------- patterns
 
+#: the longest host name a collector puts after its time (a DNS name's bound)
+HOST_CHARS = 253
+
 _TS = (
     r"(?P<date>\d{4}-\d{2}-\d{2})[T ](?P<clock>\d{2}:\d{2}:\d{2})(?:[.,](?P<frac>\d{1,9}+))?+"
     r"(?P<zone>Z|[+-]\d{2}:?+\d{2})?+"
 )
 #: Kubernetes CRI (`<RFC 3339> stdout|stderr F|P <line>`), also with the host a collector put after the time
 CRI = re.compile(_TS + r" (?P<stream>stdout|stderr) (?P<flag>[FP]) ")
-CRI_HOST = re.compile(_TS + r" (?P<host>[^\s]{1,253}+) (?P<stream>stdout|stderr) (?P<flag>[FP]) ")
+CRI_HOST = re.compile(_TS + rf" (?P<host>[^\s]{{1,{HOST_CHARS}}}+) (?P<stream>stdout|stderr) (?P<flag>[FP]) ")
 #: any other collector that starts a line with an RFC 3339 time (and maybe `stdout`/`stderr`)
 STAMP = re.compile(_TS + r" (?:(?P<stream>stdout|stderr) )?+")
 #: `srun --label` puts the task number before each line

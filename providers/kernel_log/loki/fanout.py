@@ -81,8 +81,8 @@ class Pool:
     finish; the consumer may `add` more calls between two results (a follow-up query once an answer is in). At
     `until` (a `time.monotonic()` value) the waiting stops: every call not finished, or finished while the consumer
     was busy and not yet yielded, is yielded with a NotFinished (the time to take it is over), calls not yet started
-    never start, and those running are left to end on their own: each call must bound its own
-    time (a deadline on its I/O), so a thread never outlives it by much. The consumer runs on the caller's thread.
+    never start, and those running are left to end on their own: each call must bound its own time (a deadline on
+    its I/O), so a thread never outlives it by much. The consumer runs on the caller's thread.
     """
 
     def __init__(self, concurrency: int, until: float, name: str = "fan-out", slots: Slots | None = None) -> None:
