@@ -29,7 +29,7 @@ openapi: $(STAMP)
 clean:
 	rm -rf $(VENV) site .pytest_cache .ruff_cache build *.egg-info
 
-## run: serve the API on 127.0.0.1:8000 with the open kernel_log provider on the sample telemetry in conf/samples.
+## run: serve the API on 127.0.0.1:8000 with the open telemetry provider on the sample telemetry in conf/samples.
 ## Installs requirements.txt only. Every ATTRIBUTION_* variable of the environment reaches the service as it is;
 ## the five below are defaults for when one is not set, e.g. `ATTRIBUTION_KERNEL_LOG_DIR=/srv/logs make run`.
 RUN_STAMP := $(VENV)/.installed-runtime
@@ -40,7 +40,7 @@ $(RUN_STAMP): requirements.txt
 	$(PY) -m pip install --disable-pip-version-check --progress-bar off -r requirements.txt
 	touch $(RUN_STAMP)
 
-run: export ATTRIBUTION_PROVIDER ?= kernel_log
+run: export ATTRIBUTION_PROVIDER ?= telemetry
 run: export ATTRIBUTION_KERNEL_LOG_SOURCE ?= files
 run: export ATTRIBUTION_KERNEL_LOG_DIR ?= conf/samples/kernel-logs
 run: export ATTRIBUTION_EPILOG_DIR ?= conf/samples/epilog
@@ -68,7 +68,7 @@ bench: $(STAMP)
 	$(PY) bench/all.py
 	$(PY) bench/framing.py
 	$(PY) bench/concurrency.py
-	$(PY) bench/kernel_log_scan.py
+	$(PY) bench/kernel_scan.py
 	$(PY) bench/hostile.py
 	$(PY) bench/loki_scope.py
 

@@ -13,5 +13,7 @@ except BOOT_ERRORS as exc:
 
 for _warning in _booted.warnings:
     logging.getLogger("attribution_adapter").warning("setting not read: %s", _warning)
+for _notice in _booted.notices:
+    logging.getLogger("attribution_adapter").warning("%s", _notice)
 
 app = create_app(_booted.settings, _booted.provider)

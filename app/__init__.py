@@ -156,7 +156,9 @@ def create_app(settings: Settings | None = None, provider: Provider | None = Non
         provider_concurrency=settings.provider_concurrency,
     )
     sessions = SessionCodec(
-        provider=provider.name, ttl_seconds=settings.session_ttl_seconds, secrets=settings.session_secrets
+        provider=provider.session_identity or provider.name,
+        ttl_seconds=settings.session_ttl_seconds,
+        secrets=settings.session_secrets,
     )
     service = AttributionService(
         provider,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from app.setting_names import check_setting_names
 from app.settings import ServerSettings, Settings, SettingsError
-from providers import load_provider
+from providers import load_provider, renamed_notice
 from providers.base import Provider, ProviderConstructionError
 
 #: what stops a boot; the message names the setting or dependency to fix
@@ -25,6 +25,8 @@ class Booted:
     provider: Provider
     #: what is set but not read (another provider's setting, a plug-in's undeclared variable): worth a warning
     warnings: tuple[str, ...] = ()
+    #: what works but has a new spelling (a provider's old name): one line each at boot
+    notices: tuple[str, ...] = ()
 
 
 def boot(environ: Mapping[str, str] | None = None) -> Booted:
@@ -39,4 +41,5 @@ def boot(environ: Mapping[str, str] | None = None) -> Booted:
     settings = Settings.from_env(env)
     server = ServerSettings.from_env(env)
     provider = load_provider(settings.provider, settings.options)
-    return Booted(settings, server, provider, warnings)
+    notice = renamed_notice(settings.provider)
+    return Booted(settings, server, provider, warnings, (notice,) if notice else ())

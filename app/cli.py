@@ -106,7 +106,7 @@ def sample_settings() -> dict[str, str]:
     """The settings `make run` serves the samples with, the installed samples' paths in them."""
     root = samples_dir()
     return {
-        "ATTRIBUTION_PROVIDER": "kernel_log",
+        "ATTRIBUTION_PROVIDER": "telemetry",
         "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
         "ATTRIBUTION_KERNEL_LOG_DIR": str(root / "kernel-logs"),
         "ATTRIBUTION_EPILOG_DIR": str(root / "epilog"),
@@ -125,6 +125,8 @@ def _boot(command: str, samples: bool = False) -> Booted:
         raise click.exceptions.Exit(CANNOT_START) from None
     for warning in booted.warnings:
         _say(command, f"warning: setting not read: {warning}")
+    for notice in booted.notices:
+        _say(command, f"notice: {notice}")
     return booted
 
 

@@ -1,7 +1,7 @@
 """The API reference's request/response examples, produced by running the service: `python -m app.examples`.
 
 Every example is a real call through the Flask test client to an app built by `create_app`, as a caller would
-make it. The findings come from the open `kernel_log` provider on the sample telemetry in `conf/samples/`. Where
+make it. The findings come from the open `telemetry` provider on the sample telemetry in `conf/samples/`. Where
 an error needs a failing backend, the backend is made to fail for real: Loki on a loopback port where nothing
 listens gives `service_error`. The one exception is `timeout`, which needs a backend that answers late: a small
 scripted provider waits past `timeout_ms` and says so in `service.provider`.
@@ -43,12 +43,12 @@ SESSION_CLOCK = datetime(2026, 9, 9, 12, 0, 5, tzinfo=timezone.utc).timestamp()
 #: how long the scripted late backend waits at most for the examples to let it go
 LATE_BACKEND_BOUND_S = 10.0
 
-FILES = "the `kernel_log` provider on the sample kernel logs and epilog results in `conf/samples/`"
+FILES = "the `telemetry` provider on the sample kernel logs and epilog results in `conf/samples/`"
 
 
 def _files_settings() -> dict[str, str]:
     return {
-        "ATTRIBUTION_PROVIDER": "kernel_log",
+        "ATTRIBUTION_PROVIDER": "telemetry",
         "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
         "ATTRIBUTION_KERNEL_LOG_DIR": str(SAMPLES / "kernel-logs"),
         "ATTRIBUTION_EPILOG_DIR": str(SAMPLES / "epilog"),
@@ -213,7 +213,7 @@ def build_examples() -> list[dict[str, Any]]:
 
         with _unreachable_loki() as loki_url:
             loki = {
-                "ATTRIBUTION_PROVIDER": "kernel_log",
+                "ATTRIBUTION_PROVIDER": "telemetry",
                 "ATTRIBUTION_KERNEL_LOG_SOURCE": "loki",
                 "ATTRIBUTION_LOKI_URL": loki_url,
             }
@@ -223,7 +223,7 @@ def build_examples() -> list[dict[str, Any]]:
             _example(
                 "service_error",
                 "service_error: the log source could not be reached",
-                "the `kernel_log` provider on Loki, with Loki at a loopback port where nothing listens",
+                "the `telemetry` provider on Loki, with Loki at a loopback port where nothing listens",
                 fast_request,
                 status,
                 failed,

@@ -4,7 +4,7 @@ The declarations are data: `app.settings.SERVICE_SETTINGS` for the service, and 
 `providers.declared_settings`) for each built-in provider and for a plug-in that declares one. At boot:
 
 - a variable no declaration names stops the boot, naming the closest declared one when there is one;
-- a variable that another built-in provider declares (a `kernel_log` setting while the provider is `fact`) is a
+- a variable that another built-in provider declares (a `telemetry` setting while the provider is `fact`) is a
   warning: it is not read;
 - a plug-in provider that declares no `SETTINGS` is passed every variable as before, and the check cannot tell its
   own variables from typos: then only a near miss of a declared name (the part after the prefix at least
@@ -17,7 +17,7 @@ import difflib
 from collections.abc import Mapping
 
 from app.settings import PREFIX, SERVICE_SETTINGS, SettingsError
-from providers import BUILTIN_PROVIDERS, PROVIDER_SETTING, declared_settings
+from providers import BUILTIN_PROVIDERS, PROVIDER_SETTING, builtin_name, declared_settings
 from providers.settings import names
 
 #: how alike (difflib ratio of the names after the prefix) a suggestion must be
@@ -42,7 +42,8 @@ def _closest(name: str, candidates: set[str], cutoff: float) -> str | None:
 
 def check_setting_names(environ: Mapping[str, str]) -> tuple[str, ...]:
     """Check every `ATTRIBUTION_*` name of `environ`; return the warnings, raise SettingsError for unknown names."""
-    provider = (environ.get(PROVIDER_SETTING) or "").strip()
+    written = (environ.get(PROVIDER_SETTING) or "").strip()
+    provider = builtin_name(written)
     owners = builtin_declarations()
     plugin = ":" in provider and provider not in BUILTIN_PROVIDERS
     plugin_declared = declared_settings(provider) if plugin else None
@@ -60,7 +61,7 @@ def check_setting_names(environ: Mapping[str, str]) -> tuple[str, ...]:
             continue
         if name in known:
             owner = next(o for o, names in owners.items() if name in names)
-            warnings.append(f"{name} is a setting of the {owner} provider; {PROVIDER_SETTING}={provider} ignores it")
+            warnings.append(f"{name} is a setting of the {owner} provider; {PROVIDER_SETTING}={written} ignores it")
             continue
         if plugin and plugin_declared is None:
             if _closest(name, known, NEAR_MISS) is None:

@@ -15,7 +15,8 @@ KIB, MIB, GIB = 1024, 1024**2, 1024**3
 
 PROVIDER = Setting(
     "ATTRIBUTION_PROVIDER",
-    "`kernel_log`, `fact`, or a `module:attribute` path to a provider factory kept outside the package",
+    "`telemetry` (its old name `kernel_log` is still accepted), `fact`, or a `module:attribute` path to a provider "
+    "factory kept outside the package",
     unset="(required)",
 )
 BIND = Setting("ATTRIBUTION_BIND", "where gunicorn serves the API", "127.0.0.1:8000")
@@ -135,7 +136,7 @@ class Settings:
         env = os.environ if environ is None else environ
         provider = PROVIDER.text(env) or ""
         if not provider:
-            raise SettingsError(f"{PREFIX}PROVIDER is not set: choose fact, kernel_log, or a 'module:attribute' path")
+            raise SettingsError(f"{PREFIX}PROVIDER is not set: choose fact, telemetry, or a 'module:attribute' path")
         log_level = (LOG_LEVEL.text(env) or str(LOG_LEVEL.default)).lower()
         if log_level not in LOG_LEVELS:
             raise SettingsError(f"{PREFIX}LOG_LEVEL={log_level!r} is not one of {', '.join(LOG_LEVELS)}")

@@ -8,11 +8,11 @@ from datetime import datetime
 from pathlib import Path
 
 from providers.base import Deadline
-from providers.kernel_log.kernel.collect import Collector
-from providers.kernel_log.kernel.sources import journal as journal_module
-from providers.kernel_log.kernel.sources.journal import JournalSource
-from providers.kernel_log.window import Window
-from tests.kernel_log.journals import usec
+from providers.telemetry.kernel.collect import Collector
+from providers.telemetry.kernel.sources import journal as journal_module
+from providers.telemetry.kernel.sources.journal import JournalSource
+from providers.telemetry.window import Window
+from tests.telemetry.journals import usec
 
 
 def journal_source(files: list[str], scope: list[str], lo: datetime, hi: datetime) -> tuple[int, int]:

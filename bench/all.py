@@ -3,24 +3,24 @@ request over HTTP, the workers' peak memory, then the provider benchmarks.
 
 1. Throughput: wrk (2 threads, 16 connections, `--seconds` each) POSTs the README's request to
    - a bare Flask JSON endpoint (bench/bare_app.py: parse the body, answer a fixed small JSON),
-   - the Adapter with `kernel_log` on a one-line kernel log (the same request repeated, then on the same server a new
+   - the Adapter with `telemetry` on a one-line kernel log (the same request repeated, then on the same server a new
      failure time in every request, so that no kept answer serves it), and on the sample logs in conf/samples,
    - the Adapter with `fact` talking HTTP to a local stub backend (bench/fact_stub.py),
    - the Adapter with the instant fake provider (what the Adapter itself costs),
    every server started by `gunicorn -c conf/gunicorn.conf.py` on 127.0.0.1 (the project's settings: the same
    worker class, workers, threads and keep-alive for all) and stopped by its PID. Printed as ratios to bare Flask.
-   The bare endpoint and `kernel_log` on the one-line log (the goal's two figures) run side by side and are measured
+   The bare endpoint and `telemetry` on the one-line log (the goal's two figures) run side by side and are measured
    in turn for `--rounds` rounds; each of their rows is the round of median req/s, so a drift of the machine's speed
    during the run (a shared host's) weighs on both alike.
 2. The maximal request (16,384 nodes, 262,144 ranks, just under the 4 MiB body limit) over HTTP, one at a time:
-   median and p90 of `--max-requests` requests, with `kernel_log` on the one-line log and with the fake.
+   median and p90 of `--max-requests` requests, with `telemetry` on the one-line log and with the fake.
 3. Peak RSS (VmHWM) of each Adapter's workers after its runs.
-4. `bench/kernel_log_scan.py --quick` and `bench/loki_scope.py` (when present), run as they are.
+4. `bench/kernel_scan.py --quick` and `bench/loki_scope.py` (when present), run as they are.
 
     .venv/bin/python bench/all.py [--seconds 10] [--rounds 3] [--max-requests 30] [--skip-providers]
 
 wrk must be installed (Debian/Ubuntu: `apt-get install wrk`). The goals printed beside the figures: throughput with
-`kernel_log` on a small log at least 0.8x the bare endpoint; the maximal request at most 50 ms median.
+`telemetry` on a small log at least 0.8x the bare endpoint; the maximal request at most 50 ms median.
 """
 
 from __future__ import annotations
@@ -218,7 +218,7 @@ def main() -> None:
     print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} (figures on a busy machine vary)")
     print(
-        f"goals: kernel_log on a small log >= {GOAL_THROUGHPUT}x bare Flask throughput; "
+        f"goals: telemetry on a small log >= {GOAL_THROUGHPUT}x bare Flask throughput; "
         f"maximal request <= {GOAL_MAXIMAL_MS:.0f} ms median"
     )
     work = Path(tempfile.mkdtemp(prefix="bench-all-"))
@@ -227,12 +227,12 @@ def main() -> None:
     (one_line / "worker-01" / "kern.log").write_text(ONE_LINE)
     body = json.dumps(README_REQUEST).encode()
     quiet = {"ATTRIBUTION_LOG_LEVEL": "warning"}
-    kernel_files = {"ATTRIBUTION_PROVIDER": "kernel_log", "ATTRIBUTION_KERNEL_LOG_SOURCE": "files"}
+    kernel_files = {"ATTRIBUTION_PROVIDER": "telemetry", "ATTRIBUTION_KERNEL_LOG_SOURCE": "files"}
     setups = [
         ("bare Flask endpoint", "bench.bare_app:app", {}),
-        ("kernel_log, one-line log", "wsgi:app", {**kernel_files, "ATTRIBUTION_KERNEL_LOG_DIR": str(one_line)}),
+        ("telemetry, one-line log", "wsgi:app", {**kernel_files, "ATTRIBUTION_KERNEL_LOG_DIR": str(one_line)}),
         (
-            "kernel_log, conf/samples",
+            "telemetry, conf/samples",
             "wsgi:app",
             {**kernel_files, "ATTRIBUTION_KERNEL_LOG_DIR": str(ROOT / "conf" / "samples" / "kernel-logs")},
         ),
@@ -251,7 +251,7 @@ def main() -> None:
     maximal_rows: list[str] = []
     servers: dict[str, Server] = {}
     try:
-        # The goal's ratio: the bare endpoint and kernel_log on the one-line log measured in turn, round after round,
+        # The goal's ratio: the bare endpoint and telemetry on the one-line log measured in turn, round after round,
         # so that a drift of the machine's speed during the run weighs on both alike.
         for name, app, env in setups[:2]:
             servers[name] = start(app, {**quiet, **env}, work / f"{len(servers)}.log", args.workers, args.threads)
@@ -272,7 +272,7 @@ def main() -> None:
         varied_body = with_failure_time(body, 1)
         rows = [
             ("bare Flask endpoint", "bare", "fixed answer", bare, ""),
-            ("kernel_log, one-line log", "same", answer_kind(kernel.port, body), kernel, goal),
+            ("telemetry, one-line log", "same", answer_kind(kernel.port, body), kernel, goal),
             # The same server, no request repeated: every answer comes from a scan (answers.py keeps none).
             ("  the same, a new window each", "vary", answer_kind(kernel.port, varied_body), kernel, ""),
         ]
@@ -309,7 +309,7 @@ def main() -> None:
     print("\n".join(maximal_rows) or "   (not measured)")
     if not args.skip_providers:
         print("\n3. provider benchmarks")
-        run_script(["bench/kernel_log_scan.py", "--quick"])
+        run_script(["bench/kernel_scan.py", "--quick"])
         if (ROOT / "bench" / "loki_scope.py").exists():
             run_script(["bench/loki_scope.py"])
         else:

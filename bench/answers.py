@@ -2,7 +2,7 @@
 
 Not a timing: the output of two checkouts is compared byte for byte to show that a change of layout changed no
 answer (`diff <(python bench/answers.py) <(cd ../other && python bench/answers.py)`). Every request is built from
-fixed data (the shipped samples, and trees written by bench/kernel_log_scan.py's and bench/joblog_scan.py's
+fixed data (the shipped samples, and trees written by bench/kernel_scan.py's and bench/joblog_scan.py's
 generators with fixed seeds into a temporary folder that is removed afterwards); findings, unattributed targets
 and the error are printed as the provider returned them, in order. The last line is the SHA-256 of all others.
 
@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.joblog_fast import kernel_logs  # noqa: E402 - after the path tweak that lets the script run from anywhere
 from bench.joblog_scan import RANKS_PER_NODE, WORKLOAD, node_name  # noqa: E402
 from bench.joblog_scan import generate as generate_job_logs  # noqa: E402
-from bench.kernel_log_scan import DETECTED as SCAN_DETECTED  # noqa: E402
-from bench.kernel_log_scan import generate as generate_kernel_logs  # noqa: E402
+from bench.kernel_scan import DETECTED as SCAN_DETECTED  # noqa: E402
+from bench.kernel_scan import generate as generate_kernel_logs  # noqa: E402
 from providers.base import (  # noqa: E402
     AttributionOutcome,
     AttributionRequest,
@@ -36,7 +36,7 @@ from providers.base import (  # noqa: E402
     Scope,
     WorkloadContext,
 )
-from providers.kernel_log import KernelLogProvider  # noqa: E402
+from providers.telemetry import TelemetryProvider  # noqa: E402
 
 SAMPLES = Path(__file__).resolve().parents[1] / "conf" / "samples"
 SEED_TIME = datetime(2026, 9, 9, 12, 0, tzinfo=UTC)
@@ -76,7 +76,7 @@ def _plain(outcome: AttributionOutcome) -> dict[str, object]:
     }
 
 
-def _answer(label: str, provider: KernelLogProvider, request: AttributionRequest) -> str:
+def _answer(label: str, provider: TelemetryProvider, request: AttributionRequest) -> str:
     deadline = Deadline.after_ms(600_000)
     if request.phase is Phase.SLOW:
         outcome = provider.slow(request, {"v": 1}, deadline, None)
@@ -86,7 +86,7 @@ def _answer(label: str, provider: KernelLogProvider, request: AttributionRequest
 
 
 def _sample_lines() -> Iterator[str]:
-    provider = KernelLogProvider.from_options({
+    provider = TelemetryProvider.from_options({
         "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
         "ATTRIBUTION_KERNEL_LOG_DIR": str(SAMPLES / "kernel-logs"),
         "ATTRIBUTION_EPILOG_DIR": str(SAMPLES / "epilog"),
@@ -111,7 +111,7 @@ def _generated_lines(tmp: Path) -> Iterator[str]:
         root = tmp / f"kernel-{combined}"
         root.mkdir()
         generate_kernel_logs(root, 32, 8 * 1024 * 1024, seed=7, quiet=False, combined=combined)
-        provider = KernelLogProvider.from_options({"ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
+        provider = TelemetryProvider.from_options({"ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
                                                    "ATTRIBUTION_KERNEL_LOG_DIR": str(root)})
         hosts = [f"worker-{n:03d}" for n in range(32)]
         for minutes in (-300, -30, 0, 1, 45):
@@ -123,7 +123,7 @@ def _generated_lines(tmp: Path) -> Iterator[str]:
     jobs.mkdir()
     generate_job_logs(jobs, 16, 2 * 1024 * 1024, 256 * 1024, silent=5)
     kernel_logs(jobs, 16)
-    provider = KernelLogProvider.from_options({
+    provider = TelemetryProvider.from_options({
         "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
         "ATTRIBUTION_KERNEL_LOG_DIR": str(jobs / "kernel"),
         "ATTRIBUTION_JOB_LOG_DIR": str(jobs),

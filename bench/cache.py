@@ -1,4 +1,4 @@
-"""Benchmark: the provider's one bounded cache (providers/kernel_log/cache.py) against cachetools' LRUCache.
+"""Benchmark: the provider's one bounded cache (providers/telemetry/cache.py) against cachetools' LRUCache.
 
 Each cache holds at most 4,096 items; a loop of gets and puts over 8,192 keys (a hit rate near one half, as a fleet
 scope larger than the cache meets) is timed for both: `Bounded`, and `cachetools.LRUCache` with a `threading.Lock`
@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from providers.kernel_log.cache import Bounded  # noqa: E402 - after the path tweak that lets the script run from anywhere
+from providers.telemetry.cache import Bounded  # noqa: E402 - after the path tweak that lets the script run from anywhere
 
 ENTRIES = 4096
 KEYS = 8192
@@ -63,14 +63,14 @@ def main() -> None:
         import cachetools
     except ImportError:
         ours = statistics.median(_bounded(keys) for _ in range(ROUNDS))
-        print(f"Bounded (providers/kernel_log/cache.py): {ours:.0f} ns per get or get+put")
+        print(f"Bounded (providers/telemetry/cache.py): {ours:.0f} ns per get or get+put")
         print("cachetools is not installed: nothing to compare with (pip install cachetools)")
         return
     # Interleaved, so that both meet the machine in the same state.
     rounds = [(_bounded(keys), _cachetools(keys)) for _ in range(ROUNDS)]
     ours = statistics.median(r[0] for r in rounds)
     theirs = statistics.median(r[1] for r in rounds)
-    print(f"Bounded (providers/kernel_log/cache.py): {ours:.0f} ns per get or get+put")
+    print(f"Bounded (providers/telemetry/cache.py): {ours:.0f} ns per get or get+put")
     print(f"cachetools {cachetools.__version__} LRUCache behind a lock: {theirs:.0f} ns per get or get+put")
     print(f"ratio Bounded / cachetools: {ours / theirs:.2f}")
 

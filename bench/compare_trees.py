@@ -3,7 +3,7 @@ figures for a checkout before a change and one after it, with the servers of bot
 measurement taken in turn on each, so that a shared machine's drift weighs on both alike.
 
 Each checkout runs `gunicorn -c conf/gunicorn.conf.py wsgi:app` from its own directory (with this interpreter, so
-both use the same installed packages) with `kernel_log` on a one-line log and with the instant fake provider. Per
+both use the same installed packages) with `telemetry` on a one-line log and with the instant fake provider. Per
 round: wrk on the README's request (as bench/all.py, -t2 -c16) on each server of each checkout; then the maximal
 request (just under 4 MiB) one at a time, alternating between the checkouts. Printed: the median over the rounds
 of req/s and of the workers' CPU time a request, and the maximal request's median and p90 and the workers' CPU
@@ -80,8 +80,8 @@ def main() -> None:
     (work / "kernel-logs" / "worker-01").mkdir(parents=True)
     (work / "kernel-logs" / "worker-01" / "kern.log").write_text(ONE_LINE)
     providers = {
-        "kernel_log, one-line log": {
-            "ATTRIBUTION_PROVIDER": "kernel_log",
+        "telemetry, one-line log": {
+            "ATTRIBUTION_PROVIDER": "telemetry",
             "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
             "ATTRIBUTION_KERNEL_LOG_DIR": str(work / "kernel-logs"),
         },

@@ -1,7 +1,7 @@
 """Benchmark: the kernel scan at fleet scale, each request with its own failure time, against `tail | grep`.
 
 A tree of N hosts (`<tmp>/worker-NNN/kern.log.1` for 00-12h, `kern.log` from 12h to the moment the logs were
-copied, 18:10) holding a day of kernel logs each, of --kib-per-host bytes (bench/kernel_log_scan.py's generator
+copied, 18:10) holding a day of kernel logs each, of --kib-per-host bytes (bench/kernel_scan.py's generator
 writes 64 distinct hosts, each later host is a copy of one of them under its own name; the GPU events of the
 generator -- an Xid 79, an Xid 13, a PCIe AER error around 18:00 -- are on hosts 7, 19 and 33 only). The scopes of
 the requests are the first 64, 1,024 and 4,096 hosts of the tree (as many as it has).
@@ -41,7 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.kernel_log_scan import DAY, generate  # noqa: E402 - after the path tweak that lets the script run from anywhere
+from bench.kernel_scan import DAY, generate  # noqa: E402 - after the path tweak that lets the script run from anywhere
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -52,7 +52,7 @@ CULPRITS = (7, 19, 33)
 END = DAY + timedelta(hours=18, minutes=10)
 FIRST_FAILURE = DAY + timedelta(hours=18)
 STEP = timedelta(seconds=3.7)
-#: the provider's defaults (providers/kernel_log/settings.py) and its order slack (kernel/sources/search.py)
+#: the provider's defaults (providers/telemetry/settings.py) and its order slack (kernel/sources/search.py)
 LOOKBACK = timedelta(seconds=900)
 SLACK = timedelta(seconds=60)
 
@@ -143,13 +143,13 @@ def worker(root: Path, scope: int, shares: list[int], profile: Path | None = Non
     """One worker: the provider's requests and, after each, `tail | grep` over the same bytes; prints one JSON line
     (with `profile`, the provider's requests are profiled into that file)."""
     from providers.base import AttributionRequest, Deadline, FailureContext, Phase, Scope, WorkloadContext
-    from providers.kernel_log import KernelLogProvider
+    from providers.telemetry import TelemetryProvider
 
     names = tuple(host(n) for n in range(scope))
     files = [str(root / name / "kern.log") for name in names]
     requests = len(shares)
     times = [FIRST_FAILURE + k * STEP for k in range(requests)]
-    provider = KernelLogProvider.from_options(
+    provider = TelemetryProvider.from_options(
         {"ATTRIBUTION_KERNEL_LOG_SOURCE": "files", "ATTRIBUTION_KERNEL_LOG_DIR": str(root)}
     )
     before = _peak_mib()

@@ -22,7 +22,7 @@ For each case a new Python process (the worker) builds the provider as the servi
 `files` kernel source over the case's kernel tree and `ATTRIBUTION_JOB_LOG_DIR` set; the provider keeps no answer
 when job logs are read) and sends --requests `fast` requests, each with its own failure time (18:00:00 plus 3.7 s
 times the request's number), `timeout_ms` 10,000 and a 10 s deadline, timing `provider.fast()`. After each request,
-untimed, a child process (so that its memory is not the worker's) calls `providers.kernel_log.joblog.scan_job_logs`
+untimed, a child process (so that its memory is not the worker's) calls `providers.telemetry.joblog.scan_job_logs`
 with the request's job-log arguments (a 600 s deadline, the default limits and node identity: the names are exact),
 then `conclude` over what it read, to learn the bytes the reader takes of each node
 (`JobLogScan.read.nodes[node].bytes_read`); both wall times are printed, as the reader's and the rules' time without a
@@ -199,7 +199,7 @@ def scan(spec: dict) -> None:
     """The untimed scan of one request's job logs (a child of the worker, so its memory is not the worker's): prints
     the reader's byte count per node, grouped by count."""
     from providers.base import Deadline
-    from providers.kernel_log.joblog import conclude, scan_job_logs
+    from providers.telemetry.joblog import conclude, scan_job_logs
 
     names = [host(n) for n in range(spec["nodes"])]
     t0 = time.perf_counter()
@@ -255,14 +255,14 @@ def worker(spec: dict) -> None:
         Scope,
         WorkloadContext,
     )
-    from providers.kernel_log import KernelLogProvider
-    from providers.kernel_log.window import fast_window
+    from providers.telemetry import TelemetryProvider
+    from providers.telemetry.window import fast_window
 
     nodes = spec["nodes"]
     names = tuple(host(n) for n in range(nodes))
     ranks = tuple(range(nodes * RANKS)) if spec["ranks"] else ()
     culprit = host(spec["culprit"])
-    provider = KernelLogProvider.from_options({
+    provider = TelemetryProvider.from_options({
         "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
         "ATTRIBUTION_KERNEL_LOG_DIR": spec["kernel"],
         "ATTRIBUTION_JOB_LOG_DIR": spec["jobs"],

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app import create_app  # noqa: E402 - after the path tweak that lets the script run from anywhere
 from app.settings import Settings  # noqa: E402
 from bench.joblog_scan import RANKS_PER_NODE, WORKLOAD, generate, node_name  # noqa: E402
-from providers.kernel_log import KernelLogProvider  # noqa: E402
-from providers.kernel_log.joblog import MAX_NODE_BYTES, MAX_REQUEST_BYTES  # noqa: E402
+from providers.telemetry import TelemetryProvider  # noqa: E402
+from providers.telemetry.joblog import MAX_NODE_BYTES, MAX_REQUEST_BYTES  # noqa: E402
 
 MIB = 1024 * 1024
 DETECTED = datetime(2026, 9, 9, 12, 0, tzinfo=UTC)
@@ -50,12 +50,12 @@ def kernel_logs(root: Path, nodes: int) -> None:
 
 def request(root: Path, nodes: int) -> dict[str, object]:
     """The measured part, in its own process: one POST /v1/attribution fast."""
-    provider = KernelLogProvider.from_options({
+    provider = TelemetryProvider.from_options({
         "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
         "ATTRIBUTION_KERNEL_LOG_DIR": str(root / "kernel"),
         "ATTRIBUTION_JOB_LOG_DIR": str(root),
     })
-    client = create_app(Settings(provider="kernel_log"), provider).test_client()
+    client = create_app(Settings(provider="telemetry"), provider).test_client()
     body = {
         "schema_version": "0.1.0",
         "workload_id": WORKLOAD,

@@ -25,14 +25,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from providers.base import Deadline  # noqa: E402 - after the path tweak that lets the script run from anywhere
-from providers.kernel_log.collection import collector_paused  # noqa: E402
-from providers.kernel_log.joblog import (  # noqa: E402
+from providers.telemetry.collection import collector_paused  # noqa: E402
+from providers.telemetry.joblog import (  # noqa: E402
     MAX_NODE_BYTES,
     MAX_REQUEST_BYTES,
     conclude,
     scan_job_logs,
 )
-from providers.kernel_log.joblog.files import ReadLimits, shared_bytes  # noqa: E402
+from providers.telemetry.joblog.files import ReadLimits, shared_bytes  # noqa: E402
 
 RANKS_PER_NODE = 8
 WORKLOAD = "bench-job"

@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.kernel_log.journals import JOURNAL_REMOTE, export_entry  # noqa: E402
+from tests.telemetry.journals import JOURNAL_REMOTE, export_entry  # noqa: E402
 
 FAILURE = datetime(2026, 9, 9, 12, 0, tzinfo=UTC)
 DAY_START = FAILURE - timedelta(hours=20)

@@ -38,11 +38,11 @@ from providers.base import (  # noqa: E402
     Scope,
     WorkloadContext,
 )
-from providers.kernel_log import KernelLogProvider  # noqa: E402
-from providers.kernel_log.joblog import conclude  # noqa: E402
-from providers.kernel_log.joblog.lines import NodeParser  # noqa: E402
-from providers.kernel_log.joblog.loki import _stamp  # noqa: E402
-from providers.kernel_log.joblog.source import resolver  # noqa: E402
+from providers.telemetry import TelemetryProvider  # noqa: E402
+from providers.telemetry.joblog import conclude  # noqa: E402
+from providers.telemetry.joblog.lines import NodeParser  # noqa: E402
+from providers.telemetry.joblog.loki import _stamp  # noqa: E402
+from providers.telemetry.joblog.source import resolver  # noqa: E402
 
 DETECTED = datetime(2026, 9, 9, 12, tzinfo=UTC)
 STEP_NS = 100_000_000
@@ -147,7 +147,7 @@ def main() -> None:
     try:
         assert child.stdout is not None
         url = child.stdout.readline().strip()
-        provider = KernelLogProvider.from_options({
+        provider = TelemetryProvider.from_options({
             "ATTRIBUTION_KERNEL_LOG_SOURCE": "loki",
             "ATTRIBUTION_LOKI_URL": url,
             "ATTRIBUTION_LOKI_SELECTOR": '{job="syslog", host=~"{hosts}"}',

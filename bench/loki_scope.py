@@ -1,4 +1,4 @@
-"""Benchmark: the kernel_log `loki` source at full scope against a stub Loki that answers each query after 50 ms.
+"""Benchmark: the telemetry `loki` source at full scope against a stub Loki that answers each query after 50 ms.
 
 Prints, for a 16,384-node and a 1,024-node fast request run in process: the number of queries, the longest query
 URL, the most queries in flight at once and the wall time (the median of `--repeat` runs, and the slowest). The goal
@@ -25,7 +25,7 @@ from providers.base import (  # noqa: E402
     Scope,
     WorkloadContext,
 )
-from providers.kernel_log import KernelLogProvider  # noqa: E402
+from providers.telemetry import TelemetryProvider  # noqa: E402
 
 DETECTED = datetime(2026, 9, 9, 12, tzinfo=UTC)
 
@@ -54,7 +54,7 @@ def main() -> None:
         "fqdn": lambda i: f"gpu-node-{i:05d}.rack-{i // 64:03d}.cluster.example.internal",
     }
     with StubLoki(args.delay_ms / 1000, xid_hosts=(names["fqdn"](7), names["short"](7)), at_ns=at_ns) as loki:
-        provider = KernelLogProvider.from_options(
+        provider = TelemetryProvider.from_options(
             {
                 "ATTRIBUTION_KERNEL_LOG_SOURCE": "loki",
                 "ATTRIBUTION_LOKI_URL": loki.url,

@@ -1,6 +1,6 @@
 """Profile: where one request's time goes, in process (Flask test client), under cProfile.
 
-The Adapter runs `kernel_log` on a one-line kernel log (a temporary directory; every request scans it, or with
+The Adapter runs `telemetry` on a one-line kernel log (a temporary directory; every request scans it, or with
 `--keep-answers` the provider keeps its answers and the log is let settle, so the repeated request is answered from
 the kept answer) or, with `--provider fake`, the instant fake provider. N one-node requests go through
 `app.test_client()`; the top entries of the profile, sorted by cumulative time, are printed with their share of
@@ -8,7 +8,7 @@ the kept answer) or, with `--provider fake`, the instant fake provider. N one-no
 prepared environs (no test client; the body held whole, as the project's worker hands it over), beside the bare
 Flask app of bench/bare_app.py timed the same way.
 
-    .venv/bin/python bench/profile_request.py [-n 3000] [--provider kernel_log|fake] [--keep-answers] [--top 30]
+    .venv/bin/python bench/profile_request.py [-n 3000] [--provider telemetry|fake] [--keep-answers] [--top 30]
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def quiet_json_logging() -> None:
 
 
 def build_app(provider: str, keep_answers: bool = False):  # noqa: ANN001, ANN201 - a Flask app
-    """The app with the instant fake or `kernel_log` on a one-line log; `keep_answers`: the provider keeps its
+    """The app with the instant fake or `telemetry` on a one-line log; `keep_answers`: the provider keeps its
     answers (as the service's does) and the log is left to settle first, so that repeated requests are answered
     from the kept answer; else every request scans the log."""
     quiet_json_logging()
@@ -62,8 +62,8 @@ def build_app(provider: str, keep_answers: bool = False):  # noqa: ANN001, ANN20
         from tests.fakes import FakeProvider
 
         return create_app(Settings(provider="fake", log_level="info"), provider=FakeProvider())
-    from providers.kernel_log import KernelLogProvider
-    from providers.kernel_log.provider import parse_settings
+    from providers.telemetry import TelemetryProvider
+    from providers.telemetry.provider import parse_settings
 
     options = {
         "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
@@ -71,8 +71,8 @@ def build_app(provider: str, keep_answers: bool = False):  # noqa: ANN001, ANN20
     }
     if keep_answers:
         time.sleep(2.5)  # past CACHE_SETTLE_NS: a file changed less than 2 s ago is not vouched for by its times
-    kernel_log = KernelLogProvider(parse_settings(options), keep_answers=keep_answers)
-    return create_app(Settings(provider="kernel_log", log_level="info", options=options), provider=kernel_log)
+    telemetry = TelemetryProvider(parse_settings(options), keep_answers=keep_answers)
+    return create_app(Settings(provider="telemetry", log_level="info", options=options), provider=telemetry)
 
 
 def direct_us(app, body: bytes, n: int) -> float:  # noqa: ANN001 - a WSGI app
@@ -100,11 +100,11 @@ def direct_us(app, body: bytes, n: int) -> float:  # noqa: ANN001 - a WSGI app
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=3000, help="one-node requests under the profiler")
-    parser.add_argument("--provider", choices=("kernel_log", "fake"), default="kernel_log")
+    parser.add_argument("--provider", choices=("telemetry", "fake"), default="telemetry")
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--maximal", action="store_true", help="the maximal request (16,384 nodes, 262,144 ranks)")
     parser.add_argument(
-        "--keep-answers", action="store_true", help="kernel_log keeps answers: the repeated request is not scanned"
+        "--keep-answers", action="store_true", help="telemetry keeps answers: the repeated request is not scanned"
     )
     args = parser.parse_args()
     print("command:", " ".join([Path(sys.executable).name, *sys.argv]))

@@ -4,7 +4,7 @@ Each variant runs in a process of its own under valgrind's callgrind, which coun
 executes: once with no timed request and once with `-n` requests; the difference divided by `-n` is the cost of one
 request. The requests are the README's, sent to the WSGI app directly with the body held whole (as the project's
 gunicorn worker hands it over), with multiprocess metrics on (as under gunicorn) and the request log line off (as
-`bench/all.py` runs the servers: `ATTRIBUTION_LOG_LEVEL=warning`). The Adapter runs `kernel_log` on a one-line kernel
+`bench/all.py` runs the servers: `ATTRIBUTION_LOG_LEVEL=warning`). The Adapter runs `telemetry` on a one-line kernel
 log that has settled, so the repeated request is answered from the provider's kept answer, as in the throughput goal.
 
 Variants:
@@ -121,7 +121,7 @@ def child(variant: str, n: int) -> None:
     else:
         from bench.profile_request import build_app
 
-        app = build_app("kernel_log", keep_answers=True)
+        app = build_app("telemetry", keep_answers=True)
         logging.getLogger("attribution_adapter").setLevel(logging.WARNING)
         if variant.startswith("without "):
             for step in STEPS if variant == "without all" else (variant.removeprefix("without "),):

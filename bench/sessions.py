@@ -44,17 +44,17 @@ def _us(call: object) -> float:
 
 def main() -> None:
     for label, codec in (
-        ("unsigned", SessionCodec("kernel_log", 86400)),
-        ("signed", SessionCodec("kernel_log", 86400, (SECRET,))),
+        ("unsigned", SessionCodec("telemetry", 86400)),
+        ("signed", SessionCodec("telemetry", 86400, (SECRET,))),
     ):
         session_id = codec.issue(REQUEST, {"v": 1})
         issue = _us(lambda codec=codec: codec.issue(REQUEST, {"v": 1}))
         opened = _us(lambda codec=codec, session_id=session_id: codec.open(session_id, REQUEST))
         print(f"app/sessions.py {label}: issue {issue:.1f} us, open {opened:.1f} us; id {len(session_id)} characters")
     context = REQUEST.workload_context
-    salt = f"{REQUEST.workload_id}|{context.workflow_id}|{context.attempt_index}|kernel_log"
+    salt = f"{REQUEST.workload_id}|{context.workflow_id}|{context.attempt_index}|telemetry"
     serializer = URLSafeTimedSerializer(SECRET, salt=salt, signer_kwargs={"digest_method": sha256})
-    payload = {"n": "GeAaLaAN", "p": "kernel_log", "s": {"v": 1}}
+    payload = {"n": "GeAaLaAN", "p": "telemetry", "s": {"v": 1}}
     token = serializer.dumps(payload)
     issue = _us(lambda: serializer.dumps(payload))
     opened = _us(lambda: serializer.loads(token, max_age=86400))

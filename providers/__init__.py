@@ -17,7 +17,12 @@ ProviderFactory = Callable[[Mapping[str, str]], Provider]
 #: registry name -> "module:attribute" of a factory taking the `ATTRIBUTION_*` options
 BUILTIN_PROVIDERS: dict[str, str] = {
     "fact": "providers.fact:FactProvider.from_options",
-    "kernel_log": "providers.kernel_log:KernelLogProvider.from_options",
+    "telemetry": "providers.telemetry:TelemetryProvider.from_options",
+}
+#: old registry names still accepted -> the built-in name each stands for. A deployment that sets an old name keeps
+#: working (boot logs one line naming the new name); answers, metrics and `check` show the new name.
+RENAMED_PROVIDERS: dict[str, str] = {
+    "kernel_log": "telemetry",
 }
 
 PROVIDER_SETTING = "ATTRIBUTION_PROVIDER"
@@ -44,6 +49,21 @@ def _resolve(path: str, shown: str) -> ProviderFactory:
     return target  # type: ignore[return-value]
 
 
+def builtin_name(name: str) -> str:
+    """The built-in name `name` stands for: itself, or the current name of a renamed provider."""
+    return RENAMED_PROVIDERS.get(name, name)
+
+
+def renamed_notice(name: str | None) -> str | None:
+    """The line boot logs when `ATTRIBUTION_PROVIDER` holds an old name; None for any other value."""
+    if name not in RENAMED_PROVIDERS:
+        return None
+    return (
+        f"{PROVIDER_SETTING}={name} is the old name of the {RENAMED_PROVIDERS[name]!r} provider and still works; "
+        f"set {PROVIDER_SETTING}={RENAMED_PROVIDERS[name]}"
+    )
+
+
 def declared_settings(name: str) -> frozenset[str] | None:
     """The `ATTRIBUTION_*` names the provider `name` reads, from the `SETTINGS` of the module before the colon of
     its `module:attribute` path (for a built-in name, of its registry path): an iterable of `providers.settings.Setting`
@@ -51,6 +71,7 @@ def declared_settings(name: str) -> frozenset[str] | None:
 
     None when that module declares no `SETTINGS` or cannot be imported (`load_provider` then names the problem).
     """
+    name = builtin_name(name)
     path = BUILTIN_PROVIDERS.get(name, name)
     module_name = path.partition(":")[0]
     if not module_name:
@@ -71,6 +92,8 @@ def load_provider(name: str | None, options: Mapping[str, str]) -> Provider:
     Raises ProviderConstructionError with a message that names what is missing.
     """
     known = ", ".join(sorted(BUILTIN_PROVIDERS))
+    if name:
+        name = builtin_name(name)
     if not name:
         raise ProviderConstructionError(
             f"{PROVIDER_SETTING} is not set: choose one of {known}, or a 'module:attribute' path"

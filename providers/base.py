@@ -278,6 +278,10 @@ class Provider(abc.ABC):
 
     #: the registry name, published as `service.provider`
     name: str = "unnamed"
+    #: the provider's identity written into session ids and checked when a `slow` continues one (app/sessions.py);
+    #: None means `name`. It must stay the same across releases, or a rolling upgrade breaks open sessions: a
+    #: renamed provider keeps its first name here
+    session_identity: str | None = None
     #: the provider's own version, for the info metric and logs
     version: str = "0"
     #: True only when `fast` and `slow` return (or raise) by `deadline` on their own, whatever their backend does:

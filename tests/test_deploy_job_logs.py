@@ -1,4 +1,4 @@
-"""The optional job-log component of the kernel-log-files overlay: a second read-only volume, ATTRIBUTION_JOB_LOG_DIR
+"""The optional job-log component of the telemetry-files overlay: a second read-only volume, ATTRIBUTION_JOB_LOG_DIR
 set on it, rendered by the same real kustomize as tests/test_deploy_manifests.py, and accepted by the provider."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from app.settings import Settings
 from providers import load_provider
 from tests.test_deploy_manifests import KUSTOMIZE_DIR, SAMPLES, _container, _environment, _objects, _pod_spec
 
-OVERLAY = KUSTOMIZE_DIR / "overlays" / "kernel-log-files"
+OVERLAY = KUSTOMIZE_DIR / "overlays" / "telemetry-files"
 
 
 def test_the_job_log_component_mounts_a_second_read_only_volume_and_sets_the_directory(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from providers.base import ProviderConstructionError
 ROOT = Path(__file__).resolve().parent.parent
 KUSTOMIZE_DIR = ROOT / "deploy" / "kubernetes"
 BASE = KUSTOMIZE_DIR / "base"
-OVERLAYS = ("kernel-log-files", "kernel-log-loki", "kernel-log-journal", "fact")
+OVERLAYS = ("telemetry-files", "telemetry-loki", "telemetry-journal", "fact")
 SAMPLES = ROOT / "conf" / "samples"
 BASE_IMAGE = "registry.example.invalid/attribution-adapter:0.1.0"
 
@@ -192,9 +192,9 @@ def test_the_overlay_chooses_its_provider_through_the_configmap(overlay: str, do
     assert set(configmap["data"]) >= {"ATTRIBUTION_PROVIDER"}
     assert all(key.startswith("ATTRIBUTION_") for key in configmap["data"])
     expected = {
-        "kernel-log-files": ("kernel_log", "files"),
-        "kernel-log-loki": ("kernel_log", "loki"),
-        "kernel-log-journal": ("kernel_log", "journal"),
+        "telemetry-files": ("telemetry", "files"),
+        "telemetry-loki": ("telemetry", "loki"),
+        "telemetry-journal": ("telemetry", "journal"),
     }
     provider, source = expected.get(overlay, ("fact", None))
     assert env["ATTRIBUTION_PROVIDER"] == provider
@@ -225,8 +225,8 @@ def _telemetry_volume(docs: list[dict]) -> tuple[dict[str, str], dict]:
     return env, mount
 
 
-def test_kernel_log_files_reads_both_trees_from_a_read_only_volume_laid_out_as_the_samples():
-    docs = _objects(KUSTOMIZE_DIR / "overlays" / "kernel-log-files")
+def test_telemetry_files_reads_both_trees_from_a_read_only_volume_laid_out_as_the_samples():
+    docs = _objects(KUSTOMIZE_DIR / "overlays" / "telemetry-files")
     env, mount = _telemetry_volume(docs)
     options = dict(env)
     for setting, sample in (("ATTRIBUTION_KERNEL_LOG_DIR", "kernel-logs"), ("ATTRIBUTION_EPILOG_DIR", "epilog")):
@@ -236,26 +236,26 @@ def test_kernel_log_files_reads_both_trees_from_a_read_only_volume_laid_out_as_t
         # The same layout as conf/samples: with the volume's content there, the provider builds as at boot.
         options[setting] = str(SAMPLES / sample)
     provider = load_provider(options["ATTRIBUTION_PROVIDER"], Settings.from_env(options).options)
-    assert provider.name == "kernel_log"
+    assert provider.name == "telemetry"
 
 
-def test_kernel_log_journal_reads_journal_files_from_a_read_only_volume(tmp_path: Path):
-    docs = _objects(KUSTOMIZE_DIR / "overlays" / "kernel-log-journal")
+def test_telemetry_journal_reads_journal_files_from_a_read_only_volume(tmp_path: Path):
+    docs = _objects(KUSTOMIZE_DIR / "overlays" / "telemetry-journal")
     env, mount = _telemetry_volume(docs)
     assert Path(env["ATTRIBUTION_JOURNAL_DIR"]) == Path(mount["mountPath"])
     # With journal files on the volume, as systemd-journal-remote writes them, the provider builds as at boot.
     (tmp_path / "remote-worker-01.journal").write_bytes(b"")
     options = {**env, "ATTRIBUTION_JOURNAL_DIR": str(tmp_path)}
     provider = load_provider(options["ATTRIBUTION_PROVIDER"], Settings.from_env(options).options)
-    assert provider.name == "kernel_log"
+    assert provider.name == "telemetry"
     assert type(provider.settings.source).__name__ == "JournalSource"
 
 
-def test_kernel_log_loki_builds_and_may_reach_loki_only():
-    docs = _objects(KUSTOMIZE_DIR / "overlays" / "kernel-log-loki")
+def test_telemetry_loki_builds_and_may_reach_loki_only():
+    docs = _objects(KUSTOMIZE_DIR / "overlays" / "telemetry-loki")
     env = _environment(docs)
     provider = load_provider(env["ATTRIBUTION_PROVIDER"], Settings.from_env(env).options)
-    assert provider.name == "kernel_log"
+    assert provider.name == "telemetry"
     egress = _one(docs, "NetworkPolicy")["spec"]["egress"]
     backend_ports = {port["port"] for rule in egress for port in rule["ports"]} - {DNS_PORT}
     assert backend_ports == {urlsplit(env["ATTRIBUTION_LOKI_URL"]).port}

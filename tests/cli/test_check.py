@@ -13,8 +13,8 @@ import pytest
 from app.boot import boot
 from app.settings import SettingsError
 from providers.base import Deadline
-from providers.kernel_log.dcgm import results as epilog
-from providers.kernel_log.dcgm.check import epilog_node
+from providers.telemetry.dcgm import results as epilog
+from providers.telemetry.dcgm.check import epilog_node
 from tests.cli.trees import ROOT, SAMPLES, broken_tree, samples_env
 
 FAILED = "attribution-adapter check: failed: "
@@ -29,7 +29,7 @@ def test_the_samples_pass_and_every_host_and_file_is_reported(run_cli):
     assert result.exit_code == 0, result.output
     assert result.stderr == ""
     out = result.stdout
-    assert out.startswith("settings: valid (ATTRIBUTION_PROVIDER=kernel_log")
+    assert out.startswith("settings: valid (ATTRIBUTION_PROVIDER=telemetry")
     for line in (
         "  host worker-01 (folder worker-01/)",
         "    worker-01/kern.log: ok; rfc3339; 2026-09-09T11:40:02.118204Z .. 2026-09-09T12:03:40.770125Z; 8 lines",
@@ -49,7 +49,7 @@ def test_the_samples_as_json(run_cli):
     assert result.exit_code == 0
     doc = json.loads(result.stdout)
     assert doc["report_version"] == 1 and doc["ok"] is True and doc["checked"] is True
-    assert doc["provider"] == {"name": "kernel_log", "version": "1"}
+    assert doc["provider"] == {"name": "telemetry", "version": "1"}
     assert doc["problems"] == []
     logs = doc["details"]["kernel_logs"]
     assert logs["source"] == "files"
@@ -131,7 +131,7 @@ def test_a_broken_tree_as_json(run_cli, tmp_path):
 
 def test_a_directory_with_no_log_file_fails(run_cli, tmp_path):
     (tmp_path / "logs" / "worker-01").mkdir(parents=True)
-    env = {"ATTRIBUTION_PROVIDER": "kernel_log", "ATTRIBUTION_KERNEL_LOG_SOURCE": "files"}
+    env = {"ATTRIBUTION_PROVIDER": "telemetry", "ATTRIBUTION_KERNEL_LOG_SOURCE": "files"}
     result = run_cli(["check"], {**env, "ATTRIBUTION_KERNEL_LOG_DIR": str(tmp_path / "logs")})
     assert result.exit_code == 1
     assert "holds no log file the source reads" in result.stderr
@@ -144,7 +144,7 @@ def test_host_names_in_lines_that_differ_from_the_folder_are_a_warning(run_cli, 
     (tmp_path / "worker-01" / "kern.log").write_text(
         "2026-09-09T11:58:12.123481+00:00 gpu17 kernel: NVRM: GPU 0000:91:00.0: GPU has fallen off the bus.\n"
     )
-    env = {"ATTRIBUTION_PROVIDER": "kernel_log", "ATTRIBUTION_KERNEL_LOG_SOURCE": "files"}
+    env = {"ATTRIBUTION_PROVIDER": "telemetry", "ATTRIBUTION_KERNEL_LOG_SOURCE": "files"}
     result = run_cli(["check", "--json"], {**env, "ATTRIBUTION_KERNEL_LOG_DIR": str(tmp_path)})
     assert result.exit_code == 0
     (problem,) = [p for p in json.loads(result.stdout)["problems"] if p["where"] == "worker-01"]
@@ -155,7 +155,7 @@ def test_host_names_in_lines_that_differ_from_the_folder_are_a_warning(run_cli, 
     ("env", "names"),
     [
         ({}, "ATTRIBUTION_PROVIDER is not set"),
-        ({"ATTRIBUTION_PROVIDER": "kernel_log"}, "ATTRIBUTION_KERNEL_LOG_SOURCE is not set"),
+        ({"ATTRIBUTION_PROVIDER": "telemetry"}, "ATTRIBUTION_KERNEL_LOG_SOURCE is not set"),
         (
             {**samples_env(), "ATTRIBUTION_KERNEL_LOG_DIR": "/nonexistent/logs"},
             "ATTRIBUTION_KERNEL_LOG_DIR='/nonexistent/logs' is not an existing directory",
@@ -195,7 +195,7 @@ def test_another_providers_setting_is_a_warning_line_and_check_goes_on(run_cli):
     assert result.exit_code == 0, result.output
     assert result.stderr.splitlines() == [
         "attribution-adapter check: warning: setting not read: ATTRIBUTION_FACT_ENDPOINT is a setting of the fact "
-        "provider; ATTRIBUTION_PROVIDER=kernel_log ignores it"
+        "provider; ATTRIBUTION_PROVIDER=telemetry ignores it"
     ]
 
 
@@ -203,7 +203,7 @@ def test_boot_is_the_function_both_entries_call():
     with pytest.raises(SettingsError, match="ATTRIBUTION_PROVIDER is not set"):
         boot({})
     booted = boot(samples_env())
-    assert booted.provider.name == "kernel_log" and booted.server.workers == 2
+    assert booted.provider.name == "telemetry" and booted.server.workers == 2
 
 
 def test_the_epilog_node_names_check_reports_are_the_reader_s(tmp_path):
@@ -233,7 +233,7 @@ def test_check_reads_a_bounded_amount_of_each_file(run_cli, tmp_path):
             f.write(line)
     for n in range(1, 12):
         (logs / "worker-01" / f"kern.log.{n}").write_text(line)
-    env = {"ATTRIBUTION_PROVIDER": "kernel_log", "ATTRIBUTION_KERNEL_LOG_SOURCE": "files"}
+    env = {"ATTRIBUTION_PROVIDER": "telemetry", "ATTRIBUTION_KERNEL_LOG_SOURCE": "files"}
     result = run_cli(["check", "--json"], {**env, "ATTRIBUTION_KERNEL_LOG_DIR": str(logs)})
     assert result.exit_code == 0
     (host,) = json.loads(result.stdout)["details"]["kernel_logs"]["hosts"]
@@ -290,7 +290,7 @@ def test_the_readme_shows_the_real_output_of_check_on_the_broken_tree(run_cli, t
     broken_tree(tmp_path)
     monkeypatch.chdir(tmp_path)
     env = {
-        "ATTRIBUTION_PROVIDER": "kernel_log",
+        "ATTRIBUTION_PROVIDER": "telemetry",
         "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
         "ATTRIBUTION_KERNEL_LOG_DIR": "kernel-logs",
         "ATTRIBUTION_EPILOG_DIR": "epilog",
@@ -301,3 +301,16 @@ def test_the_readme_shows_the_real_output_of_check_on_the_broken_tree(run_cli, t
     assert result.stdout == shown
     stderr_shown = readme.split("and exits 1 with one line on stderr:\n\n```text\n", 1)[1].split("```", 1)[0]
     assert result.stderr == stderr_shown
+
+
+def test_the_old_provider_name_is_checked_as_the_new_one_with_one_notice(run_cli):
+    old = run_cli(["check", "--json"], {**samples_env(), "ATTRIBUTION_PROVIDER": "kernel_log"})
+    new = run_cli(["check", "--json"], samples_env())
+    assert old.exit_code == new.exit_code == 0, old.output
+    assert old.stderr.splitlines() == [
+        "attribution-adapter check: notice: ATTRIBUTION_PROVIDER=kernel_log is the old name of the 'telemetry' "
+        "provider and still works; set ATTRIBUTION_PROVIDER=telemetry"
+    ]
+    assert new.stderr == ""
+    assert json.loads(old.stdout) == json.loads(new.stdout)
+    assert json.loads(old.stdout)["provider"]["name"] == "telemetry"

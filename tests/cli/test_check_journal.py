@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.trees import SAMPLES
-from tests.kernel_log.journals import export_text, write_journal
+from tests.telemetry.journals import export_text, write_journal
 
 FAILED = "attribution-adapter check: failed: "
 
@@ -26,7 +26,7 @@ def journals(tmp_path: Path) -> Path:
 
 def _env(folder: Path) -> dict[str, str]:
     return {
-        "ATTRIBUTION_PROVIDER": "kernel_log",
+        "ATTRIBUTION_PROVIDER": "telemetry",
         "ATTRIBUTION_KERNEL_LOG_SOURCE": "journal",
         "ATTRIBUTION_JOURNAL_DIR": str(folder),
         "ATTRIBUTION_EPILOG_DIR": str(SAMPLES / "epilog"),

@@ -18,7 +18,7 @@ def _recent(minutes_ago: int) -> datetime:
 
 def _env(url: str, **extra: str) -> dict[str, str]:
     return {
-        "ATTRIBUTION_PROVIDER": "kernel_log",
+        "ATTRIBUTION_PROVIDER": "telemetry",
         "ATTRIBUTION_KERNEL_LOG_SOURCE": "loki",
         "ATTRIBUTION_LOKI_URL": url,
         **extra,

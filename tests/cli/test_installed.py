@@ -30,7 +30,7 @@ def test_the_console_script_entry_and_the_metadata(installed):
     assert required == pinned
     site = installed.venv / SITE
     # The package data the code reads at run time, and no tests or configuration beside the packages.
-    assert (site / "providers" / "kernel_log" / "kernel" / "data" / "xid_catalogue.csv").is_file()
+    assert (site / "providers" / "telemetry" / "kernel" / "data" / "xid_catalogue.csv").is_file()
     assert (site / "app" / "openapi_examples.json").is_file()
     assert not (site / "tests").exists() and not (site / "wsgi.py").exists()
 
@@ -126,7 +126,7 @@ def test_check_never_crashes_on_odd_trees(installed, tmp_path):
     whole = __import__("gzip").compress(b"\x00" * (64 * 1024 * 1024))  # decompresses to 64 MiB
     (logs / "worker-11").mkdir()
     (logs / "worker-11" / "kern.log.1.gz").write_bytes(whole)
-    env = {"ATTRIBUTION_PROVIDER": "kernel_log", "ATTRIBUTION_KERNEL_LOG_SOURCE": "files"}
+    env = {"ATTRIBUTION_PROVIDER": "telemetry", "ATTRIBUTION_KERNEL_LOG_SOURCE": "files"}
     for args in (["check"], ["check", "--json"]):
         done = installed.run(args, {**env, "ATTRIBUTION_KERNEL_LOG_DIR": str(logs)})
         stderr = done.stderr.decode()
@@ -152,7 +152,7 @@ def _without_read_override(installed, logs: Path, refused: Path) -> dict:
     the capabilities that override file permissions (util-linux setpriv), as a non-root operator would."""
     refused.chmod(0)
     env = {
-        "ATTRIBUTION_PROVIDER": "kernel_log",
+        "ATTRIBUTION_PROVIDER": "telemetry",
         "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
         "ATTRIBUTION_KERNEL_LOG_DIR": str(logs),
     }

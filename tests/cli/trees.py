@@ -23,7 +23,7 @@ DMESG_ISO = "2026-09-09T11:58:12,123481+00:00 NVRM: GPU 0000:91:00.0: GPU has fa
 
 def samples_env() -> dict[str, str]:
     return {
-        "ATTRIBUTION_PROVIDER": "kernel_log",
+        "ATTRIBUTION_PROVIDER": "telemetry",
         "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
         "ATTRIBUTION_KERNEL_LOG_DIR": str(SAMPLES / "kernel-logs"),
         "ATTRIBUTION_EPILOG_DIR": str(SAMPLES / "epilog"),
@@ -53,7 +53,7 @@ def broken_tree(base: Path) -> dict[str, str]:
     shutil.copy(SAMPLES / "epilog" / "worker-01-20260909T121000Z.json", results / "worker-01-20260909T121000Z.json")
     (results / "worker-07-20260909T121000Z.json").write_text('{"DCGM Diagnostic": {"test_categories": [')
     return {
-        "ATTRIBUTION_PROVIDER": "kernel_log",
+        "ATTRIBUTION_PROVIDER": "telemetry",
         "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
         "ATTRIBUTION_KERNEL_LOG_DIR": str(logs),
         "ATTRIBUTION_EPILOG_DIR": str(results),

@@ -15,7 +15,7 @@ import pytest
 from app import create_app
 from app.settings import Settings
 from providers.base import AttributionOutcome, Deadline, NodeTarget, ProviderProcessingError
-from providers.kernel_log.provider import KernelLogProvider, parse_settings
+from providers.telemetry.provider import TelemetryProvider, parse_settings
 from tests.contract.conftest import check_200, check_empty_error, echo_fast, make_client, post, valid_request
 from tests.fakes import FAKE_PROVIDER, FakeProvider
 
@@ -97,18 +97,18 @@ def test_a_hanging_backend_gets_its_timeout_answer_while_it_still_hangs():
     assert finished.wait(10)
 
 
-def test_kernel_log_keeps_the_deadline_with_files_and_uses_the_pool_with_loki(tmp_path):
-    files = KernelLogProvider(
+def test_telemetry_keeps_the_deadline_with_files_and_uses_the_pool_with_loki(tmp_path):
+    files = TelemetryProvider(
         parse_settings({"ATTRIBUTION_KERNEL_LOG_SOURCE": "files", "ATTRIBUTION_KERNEL_LOG_DIR": str(tmp_path)})
     )
-    loki = KernelLogProvider(
+    loki = TelemetryProvider(
         parse_settings({"ATTRIBUTION_KERNEL_LOG_SOURCE": "loki", "ATTRIBUTION_LOKI_URL": "http://127.0.0.1:9"})
     )
     assert files.keeps_deadline is True and loki.keeps_deadline is False
     # Through the app: an empty log directory is read inline and answered within the deadline.
     app = create_app(
         Settings(
-            provider="kernel_log",
+            provider="telemetry",
             options={"ATTRIBUTION_KERNEL_LOG_SOURCE": "files", "ATTRIBUTION_KERNEL_LOG_DIR": str(tmp_path)},
         )
     )

@@ -51,9 +51,9 @@ def test_fast_answer_shape(client, provider):
 
 
 def test_service_provider_is_the_provider_name():
-    provider = NamedFakeProvider("kernel_log_test", fast=empty_outcome)
+    provider = NamedFakeProvider("telemetry_test", fast=empty_outcome)
     body = check_200(post(make_client(provider), valid_request()))
-    assert body["service"]["provider"] == "kernel_log_test"
+    assert body["service"]["provider"] == "telemetry_test"
 
 
 def test_empty_answer_is_a_normal_result(client):

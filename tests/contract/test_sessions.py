@@ -399,3 +399,18 @@ def test_a_session_payload_is_the_canonical_json_of_its_fields(state, provider_n
     fields = json.loads(payload)
     assert fields["s"] == state and fields["p"] == provider_name
     assert payload == json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def test_a_session_continues_on_a_provider_with_the_same_session_identity_under_another_name():
+    """A provider renamed between releases keeps its first name as `session_identity`: ids issued under either name
+    continue under the other, and the name shown in answers is the new one."""
+    before = _state_provider({"a": 1}, name="old_name")
+    session_id = _fast(make_client(before))
+    after = _state_provider({}, name="new_name")
+    after.session_identity = "old_name"
+    body = check_200(post(make_client(after), slow_request(session_id)))
+    assert body["attribution_session_id"] == session_id and body["service"]["provider"] == "new_name"
+    assert [call[0] for call in after.calls] == ["slow"]
+    back = _fast(make_client(after))
+    check_200(post(make_client(before), slow_request(back)))
+    assert [call[0] for call in before.calls] == ["fast", "slow"]

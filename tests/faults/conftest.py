@@ -274,7 +274,7 @@ def request_body(timeout_ms: int = 1500, nodes: list[str] | None = None, **overr
 
 def loki_options(url: str, **extra: str) -> dict[str, str]:
     return {
-        "ATTRIBUTION_PROVIDER": "kernel_log",
+        "ATTRIBUTION_PROVIDER": "telemetry",
         "ATTRIBUTION_KERNEL_LOG_SOURCE": "loki",
         "ATTRIBUTION_LOKI_URL": url,
         **extra,

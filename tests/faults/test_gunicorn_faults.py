@@ -66,7 +66,7 @@ def hang_refused_recover(server, backend: Backend, good_payload: bytes) -> None:
 def test_loki_hang_and_refused_under_gunicorn(gunicorn, backend: Backend) -> None:
     server = gunicorn(
         {
-            "ATTRIBUTION_PROVIDER": "kernel_log",
+            "ATTRIBUTION_PROVIDER": "telemetry",
             "ATTRIBUTION_KERNEL_LOG_SOURCE": "loki",
             "ATTRIBUTION_LOKI_URL": backend.url,
         }

@@ -1,4 +1,4 @@
-"""The kernel_log provider's `loki` source against a real loopback Loki that fails in every way the issue lists.
+"""The telemetry provider's `loki` source against a real loopback Loki that fails in every way the issue lists.
 
 Contract (docs/contract.md, "Invariants"): a source that cannot be reached, answers with an error or answers with
 something unreadable is a 200 with `error.type` `service_error`; one that does not answer in time is `timeout`;

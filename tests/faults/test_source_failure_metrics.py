@@ -18,7 +18,7 @@ def failures(app) -> dict[str, float]:
         sample.labels["kind"]: sample.value
         for family in text_string_to_metric_families(text)
         for sample in family.samples
-        if sample.name == FAILURES and sample.labels["provider"] == "kernel_log"
+        if sample.name == FAILURES and sample.labels["provider"] == "telemetry"
     }
 
 

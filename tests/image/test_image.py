@@ -141,7 +141,7 @@ def _remove(container: Container) -> None:
 
 
 SAMPLE_ENV = {
-    "ATTRIBUTION_PROVIDER": "kernel_log",
+    "ATTRIBUTION_PROVIDER": "telemetry",
     "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
     "ATTRIBUTION_KERNEL_LOG_DIR": f"{SAMPLES_IN_CONTAINER}/kernel-logs",
     "ATTRIBUTION_EPILOG_DIR": f"{SAMPLES_IN_CONTAINER}/epilog",

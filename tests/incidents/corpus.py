@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from providers.kernel_log.joblog import conclude
-from providers.kernel_log.joblog.lines import parse_lines
-from providers.kernel_log.joblog.nodes import exact_resolver
+from providers.telemetry.joblog import conclude
+from providers.telemetry.joblog.lines import parse_lines
+from providers.telemetry.joblog.nodes import exact_resolver
 
 CASES = Path(__file__).resolve().parent / "cases"
 
@@ -52,7 +52,7 @@ def cases() -> list[Case]:
 
 def answer(case: Case, root: Path) -> Answer:
     """The service's answer to the case, and the signals behind it."""
-    from tests.kernel_log.test_job_logs_app import _ask, _findings
+    from tests.telemetry.test_job_logs_app import _ask, _findings
 
     body = _ask(root, case.nodes, case.logs or {case.nodes[0]: []}, ranks=case.ranks)
     resolve = exact_resolver(case.nodes)

@@ -32,7 +32,7 @@ START_TIMEOUT_S = 20.0
 IO_TIMEOUT_S = 60.0
 ADAPTER_LIMIT = 4 * 1024 * 1024
 SAMPLES = {
-    "ATTRIBUTION_PROVIDER": "kernel_log",
+    "ATTRIBUTION_PROVIDER": "telemetry",
     "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
     "ATTRIBUTION_KERNEL_LOG_DIR": "conf/samples/kernel-logs",
     "ATTRIBUTION_EPILOG_DIR": "conf/samples/epilog",

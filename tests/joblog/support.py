@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from providers.base import Deadline
-from providers.kernel_log.joblog.lines import parse_lines
-from providers.kernel_log.joblog.nodes import exact_resolver
-from providers.kernel_log.joblog.records import NodeLog
+from providers.telemetry.joblog.lines import parse_lines
+from providers.telemetry.joblog.nodes import exact_resolver
+from providers.telemetry.joblog.records import NodeLog
 
 #: a failure time for scenarios that need collector timestamps
 T0 = datetime(2026, 9, 9, 11, 58, 0, 414640, tzinfo=UTC)

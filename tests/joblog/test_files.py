@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError
-from providers.kernel_log.joblog import files
-from providers.kernel_log.joblog.files import JobLogRead, ReadLimits, parse_file_name, read_job_logs
-from providers.kernel_log.joblog.nodes import exact_resolver, is_safe_component
-from providers.kernel_log.joblog.patterns import MAX_LINE_CHARS
-from providers.kernel_log.joblog.prefilter import text_lines
+from providers.telemetry.joblog import files
+from providers.telemetry.joblog.files import JobLogRead, ReadLimits, parse_file_name, read_job_logs
+from providers.telemetry.joblog.nodes import exact_resolver, is_safe_component
+from providers.telemetry.joblog.patterns import MAX_LINE_CHARS
+from providers.telemetry.joblog.prefilter import text_lines
 from tests.joblog import fixtures as fx
 from tests.joblog.support import deadline, write_tree
 
-LOGGER = "attribution_adapter.kernel_log.joblog"
+LOGGER = "attribution_adapter.telemetry.joblog"
 
 
 def _read(

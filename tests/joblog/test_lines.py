@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from providers.kernel_log.joblog import cuda_errors
-from providers.kernel_log.joblog.cuda_errors import Meaning
-from providers.kernel_log.joblog.lines import NodeParser
-from providers.kernel_log.joblog.patterns import (
+from providers.telemetry.joblog import cuda_errors
+from providers.telemetry.joblog.cuda_errors import Meaning
+from providers.telemetry.joblog.lines import NodeParser
+from providers.telemetry.joblog.patterns import (
     CRI,
     CRI_HOST,
     IB_COMPLETION,
@@ -20,7 +20,7 @@ from providers.kernel_log.joblog.patterns import (
     classify_exception,
     oom_killed_pid,
 )
-from providers.kernel_log.joblog.records import ExceptionKind, GroupRank, NetworkKind
+from providers.telemetry.joblog.records import ExceptionKind, GroupRank, NetworkKind
 from tests.joblog import fixtures as fx
 from tests.joblog.support import T0, cri, parse
 

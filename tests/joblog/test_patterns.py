@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from providers.kernel_log.joblog import patterns as lines
-from providers.kernel_log.joblog.lines import NodeParser
-from providers.kernel_log.joblog.nodes import exact_resolver
-from providers.kernel_log.joblog.patterns import MAX_LINE_CHARS, PATTERNS
+from providers.telemetry.joblog import patterns as lines
+from providers.telemetry.joblog.lines import NodeParser
+from providers.telemetry.joblog.nodes import exact_resolver
+from providers.telemetry.joblog.patterns import MAX_LINE_CHARS, PATTERNS
 from tests.joblog import fixtures as fx
 
 _REPEATS = (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT)

@@ -18,11 +18,11 @@ from collections.abc import Callable
 import pytest
 
 from bench.joblog_scan import _failure, _training_block, node_name
-from providers.kernel_log.joblog import prefilter
-from providers.kernel_log.joblog.lines import NodeParser, parse_lines
-from providers.kernel_log.joblog.nodes import exact_resolver
-from providers.kernel_log.joblog.prefilter import text_lines
-from providers.kernel_log.joblog.records import NodeLog
+from providers.telemetry.joblog import prefilter
+from providers.telemetry.joblog.lines import NodeParser, parse_lines
+from providers.telemetry.joblog.nodes import exact_resolver
+from providers.telemetry.joblog.prefilter import text_lines
+from providers.telemetry.joblog.records import NodeLog
 from tests.incidents.corpus import cases
 from tests.joblog.support import fixture_groups
 
@@ -183,7 +183,7 @@ def test_invalid_utf8_before_a_prefix_and_an_empty_tail() -> None:
 
 
 def test_each_candidate_word_is_a_marker_of_the_table_or_a_structural_one() -> None:
-    from providers.kernel_log.joblog.signals import STANDALONE
+    from providers.telemetry.joblog.signals import STANDALONE
 
     words = prefilter.candidate_words()
     assert set(STANDALONE) <= set(words)

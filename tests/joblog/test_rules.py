@@ -10,9 +10,9 @@ from datetime import timedelta
 import pytest
 
 from providers.base import MAX_EVIDENCE
-from providers.kernel_log.joblog.patterns import oom_killed_pid
-from providers.kernel_log.joblog.rules import conclude
-from providers.kernel_log.joblog.work import OOM_KILL_AFTER, OOM_KILL_BEFORE, SOURCE, JobLogConclusions, OomKill
+from providers.telemetry.joblog.patterns import oom_killed_pid
+from providers.telemetry.joblog.rules import conclude
+from providers.telemetry.joblog.work import OOM_KILL_AFTER, OOM_KILL_BEFORE, SOURCE, JobLogConclusions, OomKill
 from tests.joblog import fixtures as fx
 from tests.joblog.support import T0, cri, later, logs
 

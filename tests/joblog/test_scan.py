@@ -3,7 +3,7 @@
 from collections.abc import Sequence
 from pathlib import Path
 
-from providers.kernel_log.joblog import (
+from providers.telemetry.joblog import (
     JobLogScan,
     NodeResolver,
     OomKill,

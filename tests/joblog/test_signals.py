@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from providers.kernel_log.joblog.lines import parse_lines
-from providers.kernel_log.joblog.nodes import exact_resolver
-from providers.kernel_log.joblog.records import ExceptionKind, NodeLog
-from providers.kernel_log.joblog.signals import (
+from providers.telemetry.joblog.lines import parse_lines
+from providers.telemetry.joblog.nodes import exact_resolver
+from providers.telemetry.joblog.records import ExceptionKind, NodeLog
+from providers.telemetry.joblog.signals import (
     ANCHORS,
     BY_ID,
     CUDA_CONTEXT,
@@ -27,10 +27,10 @@ from providers.kernel_log.joblog.signals import (
     markers_in,
     parse_signals,
 )
-from providers.kernel_log.ranking import CATEGORY_RANK
+from providers.telemetry.ranking import CATEGORY_RANK
 from tests.joblog import fixtures as fx
 
-TEXT = resources.files("providers.kernel_log.joblog").joinpath("data", "signals.csv").read_text()
+TEXT = resources.files("providers.telemetry.joblog").joinpath("data", "signals.csv").read_text()
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "job-logs.md"
 NODE = "node-a"
 #: the lines that carry each parse kind's example (an exception row's example is the last line of a traceback, the

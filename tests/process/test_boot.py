@@ -33,7 +33,7 @@ def test_unknown_provider_stops_the_boot_and_lists_the_known_names(start_gunicor
     assert server.wait_exit(timeout_s=30) != 0
     output = server.output()
     assert "'nosuch' is not a known provider" in output
-    assert "fact" in output and "kernel_log" in output
+    assert "fact" in output and "telemetry" in output
 
 
 def test_bad_server_setting_stops_the_boot_and_names_it(start_gunicorn):

@@ -1,6 +1,6 @@
 """The README's local run: `make run` itself, as a developer types it, on 127.0.0.1.
 
-With nothing set it serves kernel_log on conf/samples and answers the README's curl example as shown; every
+With nothing set it serves telemetry on conf/samples and answers the README's curl example as shown; every
 ATTRIBUTION_* variable of the environment reaches the service; and it installs requirements.txt only. `make run`
 runs in a copy of the checkout, where it makes its own `.venv` as a newcomer's first `make run` does: the suite
 never writes into the tree it runs from, nor touches the environment it runs in.
@@ -226,11 +226,12 @@ def test_the_readme_example_session_id_is_one_the_service_issues_for_that_reques
     """The id shown in the README's first answer opens, for the seed's request, at the time it was issued."""
     from app.sessions import SessionCodec
     from app.settings import SESSION_TTL
-    from tests.kernel_log.conftest import make_request
+    from providers.telemetry import TelemetryProvider
+    from tests.telemetry.conftest import make_request
 
     _, shown = _readme_example()
     session_id = shown["attribution_session_id"]
     payload = json.loads(base64.urlsafe_b64decode(session_id.split(".")[1] + "=="))
     request = make_request(["worker-01"])
-    codec = SessionCodec("kernel_log", int(SESSION_TTL.default))  # type: ignore[arg-type]
+    codec = SessionCodec(TelemetryProvider.session_identity, int(SESSION_TTL.default))  # type: ignore[arg-type]
     assert codec.open(session_id, request, now=payload["t"]) == {"v": 1}

@@ -55,7 +55,7 @@ def test_another_providers_setting_is_a_json_warning_and_the_server_serves(start
     lines = json_lines(server.output())
     warnings = [entry["message"] for entry in lines if entry["level"] == "warning"]
     assert warnings == [
-        "setting not read: ATTRIBUTION_LOKI_URL is a setting of the kernel_log provider; "
+        "setting not read: ATTRIBUTION_LOKI_URL is a setting of the telemetry provider; "
         f"ATTRIBUTION_PROVIDER={FAKE} ignores it"
     ]
 
@@ -91,7 +91,7 @@ def test_every_line_is_json_and_a_request_s_lines_carry_its_id(start_gunicorn, t
     (tmp_path / "worker-01" / "kern.log").write_text("hello there\nnot a kernel log line\n")
     server = start_gunicorn(
         {
-            "ATTRIBUTION_PROVIDER": "kernel_log",
+            "ATTRIBUTION_PROVIDER": "telemetry",
             "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
             "ATTRIBUTION_KERNEL_LOG_DIR": str(tmp_path),
             "ATTRIBUTION_WORKERS": "1",

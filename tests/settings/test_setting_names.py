@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import providers.fact as fact
-import providers.kernel_log as kernel_log
+import providers.telemetry as telemetry
 from app.boot import boot
 from app.setting_names import builtin_declarations
 from app.settings import SERVICE_SETTINGS, SettingsError
@@ -33,7 +33,7 @@ def refused(env: dict[str, str]) -> str:
             "unknown setting ATTRIBUTION_WORKER; did you mean ATTRIBUTION_WORKERS?",
         ),
         (
-            {"ATTRIBUTION_PROVIDER": "kernel_log", "ATTRIBUTION_KERNEL_LOG_DRI": "/var/log/hosts"},
+            {"ATTRIBUTION_PROVIDER": "telemetry", "ATTRIBUTION_KERNEL_LOG_DRI": "/var/log/hosts"},
             "unknown setting ATTRIBUTION_KERNEL_LOG_DRI; did you mean ATTRIBUTION_KERNEL_LOG_DIR?",
         ),
         (
@@ -42,7 +42,7 @@ def refused(env: dict[str, str]) -> str:
         ),
         # A typo of the provider setting itself is named, not "ATTRIBUTION_PROVIDER is not set".
         (
-            {"ATTRIBUTION_PROVIDR": "kernel_log"},
+            {"ATTRIBUTION_PROVIDR": "telemetry"},
             "unknown setting ATTRIBUTION_PROVIDR; did you mean ATTRIBUTION_PROVIDER?",
         ),
         # A declared test fake's own variables are checked as well.
@@ -72,7 +72,7 @@ def test_another_providers_setting_is_a_warning_and_the_boot_goes_on() -> None:
     booted = boot({"ATTRIBUTION_PROVIDER": FAKE_PROVIDER, "ATTRIBUTION_LOKI_URL": "http://loki:3100"})
     assert booted.provider.name == "fake"
     assert booted.warnings == (
-        "ATTRIBUTION_LOKI_URL is a setting of the kernel_log provider; "
+        "ATTRIBUTION_LOKI_URL is a setting of the telemetry provider; "
         f"ATTRIBUTION_PROVIDER={FAKE_PROVIDER} ignores it",
     )
 
@@ -80,7 +80,7 @@ def test_another_providers_setting_is_a_warning_and_the_boot_goes_on() -> None:
 def test_declared_settings_boot_without_warnings(tmp_path: Path) -> None:
     booted = boot(
         {
-            "ATTRIBUTION_PROVIDER": "kernel_log",
+            "ATTRIBUTION_PROVIDER": "telemetry",
             "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
             "ATTRIBUTION_KERNEL_LOG_DIR": str(tmp_path),
             "ATTRIBUTION_EPILOG_DIR": str(tmp_path),
@@ -89,6 +89,25 @@ def test_declared_settings_boot_without_warnings(tmp_path: Path) -> None:
     )
     assert booted.warnings == ()
     assert booted.server.workers == 3
+
+
+def test_the_providers_old_name_reads_its_settings_and_boot_names_the_new_name(tmp_path: Path) -> None:
+    env = {
+        "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
+        "ATTRIBUTION_KERNEL_LOG_DIR": str(tmp_path),
+        "ATTRIBUTION_EPILOG_DIR": str(tmp_path),
+    }
+    old = boot({**env, "ATTRIBUTION_PROVIDER": "kernel_log"})
+    new = boot({**env, "ATTRIBUTION_PROVIDER": "telemetry"})
+    assert old.warnings == new.warnings == () and new.notices == ()
+    assert type(old.provider) is type(new.provider) and old.provider.name == "telemetry"
+    assert old.notices == (
+        "ATTRIBUTION_PROVIDER=kernel_log is the old name of the 'telemetry' provider and still works; "
+        "set ATTRIBUTION_PROVIDER=telemetry",
+    )
+    # A typo of a setting is refused under the old name as under the new one.
+    with pytest.raises(SettingsError, match="did you mean ATTRIBUTION_KERNEL_LOG_DIR"):
+        boot({**env, "ATTRIBUTION_PROVIDER": "kernel_log", "ATTRIBUTION_KERNEL_LOG_DIRR": str(tmp_path)})
 
 
 def test_a_plugin_without_settings_gets_its_variables_unchecked_with_a_warning() -> None:
@@ -123,7 +142,7 @@ def test_each_readme_row_is_its_declaration_with_default_bounds_and_meaning() ->
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     section = text.split("\n## Environment variables\n", 1)[1].split("\n## ", 1)[0]
     rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `(ATTRIBUTION_[A-Z0-9_]+)` \|.*$", section, re.MULTILINE)}
-    declarations = [*SERVICE_SETTINGS, *kernel_log.SETTINGS, *fact.SETTINGS]
+    declarations = [*SERVICE_SETTINGS, *telemetry.SETTINGS, *fact.SETTINGS]
     assert len(declarations) == len(rows)
     for setting in declarations:
         assert rows[setting.name] == setting.readme_row()

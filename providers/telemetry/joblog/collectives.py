@@ -1,0 +1,300 @@
+"""Job-log rules on collectives: ranks placed on nodes, and which rank fell behind its process group.
+
+A rank that is behind (its process group's `last completed` work, or its timed-out `SeqNum`, lower than another
+rank's; or named lagging by PyTorch's desync report), or a rank of `scope.ranks` that fell silent on a node where no
+rank timed out while others did, points at the node its own lines place it on: `collective_hang`. Where the ranks
+report the same numbers, no node is singled out: `collective_timeout` on the job's resources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from providers.telemetry.joblog.records import (
+    DesyncReport,
+    GroupRank,
+    WatchdogTimeout,
+    WorkProgress,
+)
+from providers.telemetry.joblog.work import P2P_OPS, Candidate, Item, Work, line_evidence, listing, said_evidence
+
+# ---------------------------------------------------------------- ranks to nodes
+
+
+def place_ranks(work: Work) -> None:
+    """A rank's own lines in a node's file, or torchelastic's `host` + `rank`, place it on that node."""
+    seen: dict[int, set[str]] = {}
+    for node, log in work.logs.items():
+        for rank in log.ranks:
+            seen.setdefault(rank, set()).add(node)
+        for failure in log.failures:
+            if failure.rank is not None and failure.host_node is not None:
+                seen.setdefault(failure.rank, set()).add(failure.host_node)
+    for rank, nodes in seen.items():
+        if len(nodes) == 1:
+            work.placement[rank] = next(iter(nodes))
+        else:
+            work.ambiguous[rank] = nodes
+    if work.ambiguous:
+        ranks = sorted(work.ambiguous)
+        work.notes.append(
+            f"{len(ranks)} rank(s) appear in more than one node's log and are placed on no node: {listing(ranks)}"
+        )
+
+
+def global_rank(rank: int | None, group: GroupRank | None) -> int | None:
+    """The global rank of a record: its `[rankN]:` prefix, or its default-process-group marker."""
+    if rank is not None:
+        return rank
+    if group is not None and group.default_group:
+        return group.rank
+    return None
+
+
+# ---------------------------------------------------------------- collectives
+
+
+def collectives(work: Work) -> None:
+    timeouts = [(n, t) for n, log in work.logs.items() for t in log.timeouts]
+    progress = [(n, p) for n, log in work.logs.items() for p in log.progress]
+    desync = [(n, d) for n, log in work.logs.items() for d in log.desync]
+    if not (timeouts or progress or desync):
+        return
+    for _, t in timeouts:
+        if t.op in P2P_OPS:
+            g = global_rank(t.rank, t.group)
+            if g is not None:
+                work.p2p_ranks.add(g)
+            if t.group is not None and t.group.key is not None:
+                work.p2p_groups.add(t.group.key)
+    unidentified = 0
+    for node, rec in [*timeouts, *progress]:
+        g = global_rank(rec.rank, rec.group)
+        if g is None:
+            unidentified += 1
+        elif g not in work.timed_out:
+            work.timed_out[g] = (node, rec.line)
+    behind: dict[int, list[Item]] = {}
+    _behind_by_progress(work, progress, behind)
+    _behind_by_seq(work, timeouts, behind)
+    _behind_by_desync(work, desync, behind)
+    silent = _silent(work, unidentified, behind)
+    pointed = False
+    for rank, items in sorted({**behind, **silent}.items()):
+        node = work.placement.get(rank)
+        if node is None:
+            where = "is on more than one node" if rank in work.ambiguous else "is placed on no node by any log line"
+            work.notes.append(f"rank {rank} is behind or silent in a collective but {where}: no node is named")
+            continue
+        own = work.logs[node].ranks.get(rank)
+        extra = [Item(("last", rank), line_evidence(own.last))] if own is not None else []
+        work.node(node, "collective_hang", [*items, *extra], _signals(items))
+        pointed = True
+    if not pointed:
+        _timeout_items(work, timeouts, progress)
+
+
+def _behind_by_progress(
+    work: Work, progress: list[tuple[str, WorkProgress]], behind: dict[int, list[Item]]
+) -> None:
+    """Within one process group, a rank whose `last completed` work is lower than another's is behind."""
+    groups: dict[str, dict[int, tuple[str, WorkProgress]]] = {}
+    unplaced = 0
+    for node, p in progress:
+        g = global_rank(p.rank, p.group)
+        if p.group is None or p.group.pg is None or g is None:
+            continue
+        if p.group.key is None:
+            unplaced += 1
+            continue
+        groups.setdefault(p.group.key, {})[g] = (node, p)  # the latest line of each rank wins
+    _unplaced_note(work, unplaced)
+    for pg, ranks in groups.items():
+        if _mixes_p2p(work, pg, ranks):
+            continue
+        top = max(p.last_completed for _, p in ranks.values())
+        ahead = next(p for _, p in ranks.values() if p.last_completed == top)
+        for rank, (_, p) in ranks.items():
+            if p.last_completed < top:
+                said = (
+                    f"rank {rank} completed work {p.last_completed} of process group {pg} while rank "
+                    f"{global_rank(ahead.rank, ahead.group)} completed {top}: rank {rank} is behind"
+                )
+                behind.setdefault(rank, []).extend(
+                    [Item(("said", rank, pg), said_evidence(said)), Item(("own", rank), line_evidence(p.line)),
+                     Item(("ahead", pg), line_evidence(ahead.line))]
+                )
+
+
+def _behind_by_seq(work: Work, timeouts: list[tuple[str, WatchdogTimeout]], behind: dict[int, list[Item]]) -> None:
+    """Within one named process group, a rank that timed out on an earlier `SeqNum` than another is behind."""
+    groups: dict[str, dict[int, WatchdogTimeout]] = {}
+    unnamed: set[int] = set()
+    unplaced = 0
+    for _, t in timeouts:
+        if t.seq is None:
+            continue
+        g = global_rank(t.rank, t.group)
+        if t.group is None or t.group.pg is None or g is None:
+            unnamed.add(t.seq)
+            continue
+        if t.group.key is None:
+            unplaced += 1
+            continue
+        groups.setdefault(t.group.key, {})[g] = t
+    _unplaced_note(work, unplaced)
+    for pg, ranks in groups.items():
+        if _mixes_p2p(work, pg, ranks):
+            continue
+        top = max(t.seq or 0 for t in ranks.values())
+        ahead = next(t for t in ranks.values() if t.seq == top)
+        for rank, t in ranks.items():
+            if (t.seq or 0) < top:
+                said = f"rank {rank} timed out on work {t.seq} of process group {pg}, another rank on work {top}"
+                behind.setdefault(rank, []).extend(
+                    [Item(("said-seq", rank, pg), said_evidence(said)), Item(("own", rank), line_evidence(t.line)),
+                     Item(("ahead-seq", pg), line_evidence(ahead.line))]
+                )
+    if len(unnamed) > 1:
+        work.notes.append(
+            "watchdog timeouts name different sequence numbers but not their process group (sequence numbers "
+            "count per group): they single no rank out"
+        )
+
+
+def _unplaced_note(work: Work, count: int) -> None:
+    if count:
+        work.notes.append(
+            f"{count} watchdog line(s) name their process group only by its per-process id (`[PG n Rank r]`), which "
+            "is not the group's identity across ranks: they cannot be placed in a group and are not compared"
+        )
+
+
+def _mixes_p2p(work: Work, pg: str, ranks: Mapping[int, object]) -> bool:
+    """Whether a group's numbers may count point-to-point work, which ranks do not share: then none is compared."""
+    if pg in work.p2p_groups or work.p2p_ranks.intersection(ranks):
+        work.notes.append(
+            f"process group {pg} timed out on point-to-point work, whose numbers ranks do not share: its ranks' "
+            "numbers are not compared"
+        )
+        return True
+    return False
+
+
+def _behind_by_desync(work: Work, desync: list[tuple[str, DesyncReport]], behind: dict[int, list[Item]]) -> None:
+    """PyTorch's desync report names lagging ranks of its process group; those of the default group are global."""
+    for _, report in desync:
+        if report.group is None or not report.group.default_group:
+            work.notes.append(
+                f"a desync report names lagging rank(s) {listing(report.lagging)} of "
+                f"{'an unnamed' if report.group is None else 'a non-default'} process group: their global ranks "
+                "are unknown, so no node is named"
+            )
+            continue
+        for rank in report.lagging:
+            said = f"PyTorch's desync report names rank {rank} as lagging"
+            behind.setdefault(rank, []).extend(
+                [
+                    Item(("said-desync", rank), said_evidence(said)),
+                    Item(("desync", report.line.number), line_evidence(report.line)),
+                ]
+            )
+
+
+def _silent(work: Work, unidentified: int, behind: Mapping[int, list[Item]]) -> dict[int, list[Item]]:
+    """Ranks of `scope.ranks` that reported nothing while others timed out, on nodes where no rank timed out."""
+    if not work.scope_ranks:
+        return {}
+    if unidentified:
+        work.notes.append(
+            "some watchdog lines carry no global rank (no `[rankN]:` prefix, no default-group marker): silent "
+            "ranks cannot be told apart, so none is named"
+        )
+        return {}
+    if not work.timed_out:
+        return {}
+    explained = _ranks_with_own_failure(work)
+    nodes_timing_out = {node for node, _ in work.timed_out.values()}
+    reporter_node, reporter_line = next(iter(work.timed_out.values()))
+    silent: dict[int, list[Item]] = {}
+    local_peers: list[int] = []
+    unplaced: list[int] = []
+    for rank in work.scope_ranks:
+        if rank in work.timed_out or rank in explained or rank in behind:
+            continue
+        node = work.placement.get(rank)
+        if node is None:
+            unplaced.append(rank)
+        elif node in nodes_timing_out:
+            local_peers.append(rank)
+        else:
+            said = (
+                f"rank {rank} on {node} reported no watchdog timeout and no error while {len(work.timed_out)} "
+                "other rank(s) timed out; no rank on its node timed out"
+            )
+            silent[rank] = [
+                Item(("said-silent", rank), said_evidence(said)),
+                Item(("reporter",), line_evidence(reporter_line)),
+            ]
+    if unplaced:
+        work.notes.append(
+            f"{len(unplaced)} rank(s) of the scope reported no timeout and no log line places them on a node, so "
+            f"they point at no node: {listing(unplaced)}"
+        )
+    if local_peers:
+        work.notes.append(
+            f"{len(local_peers)} rank(s) reported no timeout on nodes where other ranks did (their worker may have "
+            f"been stopped before its own watchdog fired): not attributed: {listing(local_peers)}"
+        )
+    return silent
+
+
+def _ranks_with_own_failure(work: Work) -> set[int]:
+    """Ranks whose own lines show another failure (the rules for that failure speak for them)."""
+    ranks: set[int] = set()
+    for log in work.logs.values():
+        ranks.update(e.rank for e in log.cuda if e.rank is not None)
+        ranks.update(t.rank for t in log.tracebacks if t.rank is not None)
+        ranks.update(f.rank for f in log.failures if f.root and f.rank is not None)
+    return ranks
+
+
+def _timeout_items(
+    work: Work, timeouts: list[tuple[str, WatchdogTimeout]], progress: list[tuple[str, WorkProgress]]
+) -> None:
+    """No rank is singled out: the collective timeout is the job's, with its lines as evidence."""
+    seqs = sorted({t.seq for _, t in timeouts if t.seq is not None})
+    ranks = sorted(work.timed_out)
+    said = (
+        f"{len(ranks) or 'some'} rank(s) timed out in a collective"
+        + (f" (sequence number {listing(seqs)})" if seqs else "")
+        + "; no rank is behind the others, so no node is singled out"
+    )
+    items = [Item(("said-timeout",), said_evidence(said))]
+    items += [Item(("timeout", t.op, t.seq), line_evidence(t.line)) for _, t in timeouts]
+    items += [
+        Item(
+            ("progress", p.group.key if p.group else None, p.work, p.last_enqueued, p.last_completed),
+            line_evidence(p.line),
+        )
+        for _, p in progress
+    ]
+    work.job.append(Candidate("collective_timeout", items, _signals(items)))
+
+
+#: the signal table row each kind of collective evidence comes from
+_SIGNAL_OF = {
+    "timeout": "torch_watchdog_timeout",
+    "said-seq": "torch_watchdog_timeout",
+    "said-silent": "torch_watchdog_timeout",
+    "said": "torch_watchdog_progress",
+    "progress": "torch_watchdog_progress",
+    "said-desync": "torch_desync_report",
+}
+
+
+def _signals(items: list[Item]) -> tuple[str, ...]:
+    """The signal table ids a collective conclusion's evidence was read from."""
+    return tuple(dict.fromkeys(_SIGNAL_OF[i.key[0]] for i in items if i.key[0] in _SIGNAL_OF))
+
+

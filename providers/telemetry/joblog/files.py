@@ -1,0 +1,490 @@
+"""The job-log files: the tail of `<dir>/<workload_id>/<attempt_index>/<node>.log` and its rotated files.
+
+A failed attempt's evidence sits at the end of each node's output, so only a bounded tail of it is read: the
+current file from its end and, when that is shorter than the node's share, the rotated files before it, newest
+first (`<node>.log.1`, `<node>.log.2.gz`, ...). The tail is handed on oldest line first. Nothing read from the
+files ever goes into the service's own logs: a file that cannot be read is named (by its path relative to the
+job-log directory) and skipped, and only the error's class is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, SourceFailure
+from providers.telemetry.joblog.nodes import NodeResolver, is_safe_component
+from providers.telemetry.reading import GzipReader
+
+log = logging.getLogger("attribution_adapter.telemetry.joblog")
+
+#: bytes of one node's output kept, from its end (the current file and, newest first, its rotated files)
+MAX_NODE_BYTES = 4 * 1024 * 1024
+#: bytes read for one request in all: the nodes that have files share it evenly (a node that needs less leaves
+#: its rest to the others)
+MAX_REQUEST_BYTES = 256 * 1024 * 1024
+#: a rotated `.gz` file cannot be read from its end: it is decompressed at most this far while its tail is kept
+MAX_GZ_INFLATED_BYTES = 64 * 1024 * 1024
+#: entries of one attempt directory looked at
+MAX_DIR_ENTRIES = 256 * 1024
+#: rotated files of one node considered (newest first)
+MAX_ROTATED_FILES = 16
+READ_CHUNK = 1024 * 1024
+#: when the shares are smaller than a node's bound, 1/FURTHER_SHARE of the request's bound is kept back for reading
+#: further back the nodes whose share does not settle them
+FURTHER_SHARE = 8
+
+#: where a node's tail goes: its pieces oldest first (one per file read), each holding whole lines (the first one
+#: complete, the last one maybe without its newline; `prefilter.text_lines` gives them as text). A call replaces
+#: what an earlier call for the node gave, and says whether the tail settles the node (`NodeLog.settled`); when it
+#: does not and older output lies behind, the node is read further back and handed over again.
+TailSink = Callable[[list[bytes]], bool]
+
+
+@dataclass(frozen=True)
+class ReadLimits:
+    """The byte bounds of one read; a provider may set them lower than the defaults, never higher."""
+
+    node_bytes: int = MAX_NODE_BYTES
+    request_bytes: int = MAX_REQUEST_BYTES
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.node_bytes <= MAX_NODE_BYTES:
+            raise ValueError(f"node_bytes must be between 1 and {MAX_NODE_BYTES}")
+        if not 1 <= self.request_bytes <= MAX_REQUEST_BYTES:
+            raise ValueError(f"request_bytes must be between 1 and {MAX_REQUEST_BYTES}")
+
+
+@dataclass(frozen=True)
+class NodeRead:
+    """What was read of one node's files."""
+
+    node: str
+    #: files read, newest first, as paths relative to the job-log directory
+    files: tuple[str, ...]
+    bytes_read: int
+    #: older output lies beyond the bound (the node's share, or a `.gz` too large to reach its end) and was not read
+    cut: bool
+    #: files skipped because they could not be read, were corrupt, or vanished (relative paths)
+    skipped: tuple[str, ...] = ()
+    #: read further back than its share because its share did not settle it
+    further: bool = False
+    #: older output was not read and what was read does not settle the node (a rank whose lines were read has no
+    #: line that decides for it: `NodeLog.settled`)
+    undecided: bool = False
+
+
+@dataclass(frozen=True)
+class JobLogRead:
+    """The outcome of one read: which scope nodes had job logs and what was left out, and why."""
+
+    #: the attempt's directory exists
+    found: bool
+    #: scope nodes with at least one file, read or skipped
+    nodes: dict[str, NodeRead] = field(default_factory=dict)
+    #: scope nodes without any file in the attempt's directory
+    without_files: tuple[str, ...] = ()
+    #: scope nodes whose name cannot be a file name (a separator, `..`, ...): never looked for
+    refused: tuple[str, ...] = ()
+    bytes_read: int = 0
+    #: the request's bound stopped reading before every planned byte was read
+    request_cut: bool = False
+    #: scope nodes with files that the deadline came before (or in the middle of): not read, not used
+    late: tuple[str, ...] = ()
+    #: sentences for the answer or a log; they hold node names and counts, never log text
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _LogFile:
+    path: Path
+    rel: str
+    gz: bool
+    order: tuple[int, str]  # newest first when sorted ascending
+
+
+class _Budget:
+    """Bytes left for the request."""
+
+    def __init__(self, total: int) -> None:
+        self.left = total
+        self.cut = False
+
+    def take(self, want: int) -> int:
+        got = min(want, self.left)
+        if got < want:
+            self.cut = True
+        self.left -= got
+        return got
+
+
+def read_job_logs(
+    root: Path,
+    workload_id: str,
+    attempt_index: int,
+    nodes: Sequence[str],
+    resolve: NodeResolver,
+    sink_for: Callable[[str], TailSink],
+    deadline: Deadline,
+    limits: ReadLimits | None = None,
+) -> JobLogRead:
+    """Read the tail of every scope node's job log of one attempt into the sinks `sink_for(node)` returns.
+
+    `resolve` decides which scope node a file's stem names (whole names only). Nodes are read in scope order; once
+    the deadline has passed the nodes not yet read (and one cut in the middle) are left out and named in `late`,
+    and what was read stands. Raises `ProviderTimeoutError` when the deadline passes while the folder is listed,
+    and `ProviderProcessingError` when a directory exists but cannot be listed; a file that cannot be read is
+    skipped with a warning, never the whole answer.
+    """
+    limits = limits or ReadLimits()
+    refused = tuple(n for n in nodes if not is_safe_component(n))
+    notes: list[str] = []
+    if refused:
+        notes.append(f"{len(refused)} scope node name(s) cannot name a job-log file and were not looked for")
+    if not is_safe_component(workload_id):
+        notes.append("the workload id cannot name a job-log folder: no job logs were looked for")
+        return JobLogRead(found=False, refused=refused, notes=tuple(notes))
+    attempt_dir = root / workload_id / str(attempt_index)
+    groups = _plan(root, attempt_dir, resolve, set(nodes) - set(refused), deadline)
+    if groups is None:
+        notes.append("no job-log folder for this workload attempt")
+        return JobLogRead(found=False, refused=refused, notes=tuple(notes))
+    shared = shared_bytes(len(groups), limits)
+    reserve = _Budget(limits.request_bytes - shared)
+    shares = _shares({node: files for node, files in groups.items()}, limits, shared)
+    budget = _Budget(shared)
+    reads: dict[str, NodeRead] = {}
+    late: list[str] = []
+    for node in nodes:
+        files = groups.get(node)
+        if not files:
+            continue
+        if late or deadline.expired:
+            late.append(node)  # the deadline came first: what was read so far stands
+            continue
+        try:
+            reads[node] = _read_node(node, files, shares[node], budget, reserve, limits.node_bytes, sink_for, deadline)
+        except ProviderTimeoutError:
+            late.append(node)  # cut in the middle: none of this node's lines are used
+    if late:
+        notes.append(
+            f"the deadline came before the job logs of {len(late)} of {len(groups)} node(s) with files were read: "
+            f"{_names(late)}"
+        )
+    without = tuple(n for n in nodes if n not in groups and n not in refused)
+    cut_nodes = sum(1 for r in reads.values() if r.cut)
+    if cut_nodes:
+        notes.append(f"older output of {cut_nodes} node(s) lies beyond the read bound and was not read")
+    undecided = [r.node for r in reads.values() if r.undecided]
+    if undecided:
+        notes.append(
+            f"within the read bound of the job logs of {len(undecided)} node(s), some rank that wrote there has no "
+            f"watchdog, progress or error line, and older output was not read: {_names(undecided)}"
+        )
+    skipped = sum(len(r.skipped) for r in reads.values())
+    if skipped:
+        notes.append(f"{skipped} job-log file(s) could not be read and were skipped")
+    return JobLogRead(
+        found=True,
+        nodes=reads,
+        without_files=without,
+        refused=refused,
+        bytes_read=sum(r.bytes_read for r in reads.values()),
+        request_cut=budget.cut,
+        late=tuple(late),
+        notes=tuple(notes),
+    )
+
+
+# ---------------------------------------------------------------- layout
+
+
+def _plan(
+    root: Path, attempt_dir: Path, resolve: NodeResolver, wanted: set[str], deadline: Deadline
+) -> dict[str, list[_LogFile]] | None:
+    """The files of each scope node, newest first; None when the attempt has no folder."""
+    groups: dict[str, list[_LogFile]] = {}
+    try:
+        iterator = os.scandir(attempt_dir)
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        return None
+    except OSError as exc:
+        raise ProviderProcessingError(
+            "the job-log folder of this attempt could not be read", kind=SourceFailure.UNREADABLE
+        ) from exc
+    with iterator:
+        for count, entry in enumerate(iterator):
+            if count >= MAX_DIR_ENTRIES:
+                log.warning(
+                    "job-log folder %s has more than %d entries; the rest were not looked at",
+                    _rel(root, attempt_dir),
+                    MAX_DIR_ENTRIES,
+                )
+                break
+            if count % 4096 == 0:
+                _check(deadline)
+            parsed = parse_file_name(entry.name)
+            if parsed is None:
+                continue
+            stem, rotation, gz = parsed
+            node = resolve(stem)
+            if node is None or node not in wanted:
+                continue  # a file of another host: never opened
+            try:
+                if not entry.is_file():
+                    continue
+            except OSError:
+                continue
+            path = Path(entry.path)
+            groups.setdefault(node, []).append(_LogFile(path, _rel(root, path), gz, (rotation, entry.name)))
+    for files in groups.values():
+        files.sort(key=lambda f: f.order)
+        del files[MAX_ROTATED_FILES + 1 :]
+    return groups
+
+
+def parse_file_name(name: str) -> tuple[str, int, bool] | None:
+    """(node stem, rotation number (0 for the current file), gzip) of `<node>.log[.<N>][.gz]`, else None."""
+    gz = name.endswith(".gz")
+    base = name[:-3] if gz else name
+    rotation = 0
+    head, dot, tail = base.rpartition(".")
+    if dot and tail.isascii() and tail.isdigit() and len(tail) <= 6 and head.endswith(".log"):
+        rotation, base = int(tail), head
+    if not base.endswith(".log") or len(base) == len(".log"):
+        return None
+    return base[: -len(".log")], rotation, gz
+
+
+def shared_bytes(nodes: int, limits: ReadLimits) -> int:
+    """The part of the request's bound split into the shares of `nodes` nodes with files: all of it when the shares
+    reach a node's bound, else all but an eighth, kept back for reading further back the nodes whose share does not
+    settle them."""
+    if nodes == 0 or limits.request_bytes // nodes >= limits.node_bytes:
+        return limits.request_bytes
+    return limits.request_bytes - limits.request_bytes // FURTHER_SHARE
+
+
+def _shares(groups: dict[str, list[_LogFile]], limits: ReadLimits, total: int) -> dict[str, int]:
+    """Each node's byte share: `total` split evenly, what a node does not need going to the others."""
+    demand: dict[str, int] = {}
+    for node, files in groups.items():
+        need = 0
+        for f in files:
+            if f.gz:
+                need = limits.node_bytes  # its inflated size is unknown until read
+                break
+            try:
+                need += f.path.stat().st_size
+            except OSError:
+                continue
+        demand[node] = min(need, limits.node_bytes)
+    shares: dict[str, int] = {}
+    left = total
+    ordered = sorted(demand.items(), key=lambda kv: kv[1])
+    for i, (node, need) in enumerate(ordered):
+        fair = left // (len(ordered) - i)
+        shares[node] = min(need, fair)
+        left -= shares[node]
+    return shares
+
+
+def _rel(root: Path, path: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return path.name
+
+
+def _check(deadline: Deadline) -> None:
+    if deadline.expired:
+        raise ProviderTimeoutError("reading the job logs did not finish in time")
+
+
+# ---------------------------------------------------------------- reading
+
+
+def _read_node(
+    node: str, files: list[_LogFile], share: int, budget: _Budget, reserve: _Budget, ceiling: int,
+    sink_for: Callable[[str], TailSink], deadline: Deadline,
+) -> NodeRead:
+    """Read the newest `share` bytes of a node's files and hand them over, oldest first.
+
+    When the sink says they do not settle the node (a rank whose lines they hold has no line that decides for it)
+    and older output lies behind them, the node is read further back, four times as far each time, up to `ceiling`
+    bytes, the extra bytes taken from `reserve`: a node whose last lines are a hung rank's stack dump or teardown
+    output still gives the lines that decide. The bytes read again are counted once.
+    """
+    sink = sink_for(node)
+    tail = _tail(files, share, budget, deadline)
+    further = False
+    settled = _hand_over(tail, sink, deadline) or not tail.cut  # a node read whole is as settled as it can be
+    while not settled and tail.size < ceiling:
+        want = min(ceiling, max(tail.size, 1) * 4)
+        extra = reserve.take(want - tail.size)
+        if extra <= 0:
+            break
+        _check(deadline)
+        tail = _tail(files, tail.size + extra, _Budget(tail.size + extra), deadline)
+        further = True
+        settled = _hand_over(tail, sink, deadline) or not tail.cut
+    return NodeRead(
+        node, tuple(tail.files), tail.bytes_read, tail.cut, tuple(tail.skipped), further=further,
+        undecided=not settled,
+    )
+
+
+def _hand_over(tail: _Tail, sink: TailSink, deadline: Deadline) -> bool:
+    _check(deadline)
+    return sink([piece for piece in (_whole_lines(data, partial) for data, partial in reversed(tail.pieces)) if piece])
+
+
+@dataclass
+class _Tail:
+    """The newest bytes of a node's files: pieces newest first, each (bytes, starts mid-line)."""
+
+    pieces: list[tuple[bytes, bool]] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    bytes_read: int = 0
+    size: int = 0
+    cut: bool = False
+
+
+def _tail(files: list[_LogFile], share: int, budget: _Budget, deadline: Deadline) -> _Tail:
+    """The newest `share` bytes of a node's files (newest file first), within `budget`."""
+    tail = _Tail()
+    need = share
+    for index, f in enumerate(files):
+        _check(deadline)
+        if need <= 0:
+            tail.cut = _holds_bytes(files[index:])  # older files beyond the share; empty ones hold nothing unread
+            break
+        try:
+            if f.gz:
+                data, partial, used, complete = _gz_tail(f.path, need, budget, deadline)
+                if not complete:
+                    tail.cut = True
+            else:
+                data, partial, used = _plain_tail(f.path, need, budget)
+        except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+            log.warning("skipped job-log file %s: %s", f.rel, _describe(exc))
+            tail.skipped.append(f.rel)
+            continue
+        tail.bytes_read += used
+        tail.files.append(f.rel)
+        tail.pieces.append((data, partial))
+        tail.size += len(data)
+        need -= len(data)
+        if partial:
+            tail.cut = True
+            break
+        if budget.left <= 0 and index + 1 < len(files):
+            tail.cut = True
+            break
+    return tail
+
+
+def _holds_bytes(files: list[_LogFile]) -> bool:
+    """Whether any of `files` may hold a byte (a `.gz`, an unreadable file or a non-empty one)."""
+    for f in files:
+        if f.gz:
+            return True
+        try:
+            if f.path.stat().st_size > 0:
+                return True
+        except OSError:
+            return True
+    return False
+
+
+def _plain_tail(path: Path, need: int, budget: _Budget) -> tuple[bytes, bool, int]:
+    """(the last `need` bytes at most, whether they start inside the file, bytes read)."""
+    with path.open("rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        want = budget.take(min(need, size))
+        start = size - want
+        f.seek(start)
+        data = _read_exact(f, want)
+    return data, start > 0, len(data)
+
+
+def _read_exact(f: BinaryIO, want: int) -> bytes:
+    chunks = []
+    left = want
+    while left > 0:
+        chunk = f.read(min(left, READ_CHUNK))
+        if not chunk:
+            break  # the file shrank while it was read
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+class _CountingReader:
+    """A read-only wrapper that counts the compressed bytes gzip pulls and stops at the request's bound."""
+
+    def __init__(self, raw: BinaryIO, budget: _Budget) -> None:
+        self._raw = raw
+        self._budget = budget
+        self.count = 0
+
+    def read(self, size: int = -1) -> bytes:
+        size = READ_CHUNK if size is None or size < 0 else size
+        allowed = self._budget.take(size) if size else 0
+        data = self._raw.read(allowed) if allowed else b""
+        self._budget.left += allowed - len(data)  # give back what the file did not have
+        self.count += len(data)
+        return data
+
+
+def _gz_tail(path: Path, need: int, budget: _Budget, deadline: Deadline) -> tuple[bytes, bool, int, bool]:
+    """(the last `need` inflated bytes, whether they start inside the file, compressed bytes read, reached end)."""
+    tail = bytearray()
+    with path.open("rb") as raw:
+        counter = _CountingReader(raw, budget)
+        reader = GzipReader(counter, max_inflated=MAX_GZ_INFLATED_BYTES)  # type: ignore[arg-type]
+        while True:
+            _check(deadline)
+            if budget.left <= 0 or reader.at_bound:
+                # The end was not reached: what was kept is not the file's tail, so none of it is used.
+                return b"", False, counter.count, False
+            try:
+                chunk = reader.read(READ_CHUNK)
+            except EOFError:
+                if budget.cut:
+                    return b"", False, counter.count, False
+                raise
+            if not chunk:
+                break
+            tail += chunk
+            if len(tail) > need:
+                del tail[: len(tail) - need]
+    return bytes(tail), reader.inflated > len(tail), counter.count, True
+
+
+def _whole_lines(data: bytes, partial: bool) -> bytes:
+    """`data` without a first line that was cut by the tail's start."""
+    if partial:
+        first = data.find(b"\n")
+        return b"" if first < 0 else data[first + 1 :]
+    return data
+
+
+def _describe(exc: BaseException) -> str:
+    """The error's class (and OS reason): never its text, which may quote the file's bytes."""
+    reason = getattr(exc, "strerror", None)
+    return f"{type(exc).__name__} ({reason})" if isinstance(reason, str) else type(exc).__name__
+
+
+def _names(nodes: Sequence[str], shown: int = 8) -> str:
+    """The first `shown` node names, and how many more."""
+    more = len(nodes) - shown
+    return ", ".join(nodes[:shown]) + (f" and {more} more" if more > 0 else "")

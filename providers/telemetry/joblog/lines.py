@@ -1,0 +1,568 @@
+"""Job-log lines: the node parser, which reads a node's lines oldest first into a `NodeLog`.
+
+A node's file holds the interleaved output of every rank that ran there, as a log collector wrote it. `NodeParser`
+takes its lines oldest first and keeps, bounded, what the rules need: which ranks wrote there, NCCL watchdog
+timeouts and their sequence numbers, PyTorch's desync report, torchelastic's failure summary, NCCL network
+warnings (`network.py` reads them), CUDA errors and the last Python traceback of each rank. The line shapes are in
+`patterns.py`, the records it keeps in `records.py`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from providers.telemetry.joblog.network import is_address, nccl_warning
+from providers.telemetry.joblog.nodes import NodeResolver
+from providers.telemetry.joblog.patterns import (
+    CRI_HOST,
+    DESYNC_LAGGING,
+    DESYNC_MISSING,
+    ELASTIC_ENTRY,
+    ELASTIC_EXIT,
+    ELASTIC_FIELD,
+    ELASTIC_RANK,
+    ELASTIC_SIGNAL,
+    ELASTIC_TIME,
+    EXCEPTION_HEAD,
+    HOST_CHARS,
+    MARKER,
+    MAX_BLOCK_LINES,
+    MAX_LINE_CHARS,
+    MAX_RECORDS,
+    MAX_TEXT,
+    PREFIX_SCAN,
+    PROGRESS_DETECTED,
+    PROGRESS_DUMP,
+    PROGRESS_SEQ_ID,
+    PROGRESS_TIMEOUT,
+    RANK_PREFIX,
+    ROLE_PREFIX,
+    SRUN_LABEL,
+    STAMP,
+    WATCHDOG,
+    WATCHDOG_TAIL,
+    _ranks_list,
+    classify_exception,
+    cuda_error_in,
+    parse_stamp,
+    sanitize,
+)
+from providers.telemetry.joblog.records import (
+    CudaError,
+    DesyncReport,
+    ElasticFailure,
+    GroupRank,
+    LogLine,
+    NcclNetworkError,
+    NodeLog,
+    PythonTraceback,
+    RankSighting,
+    SignalHit,
+    WatchdogTimeout,
+    WorkProgress,
+)
+from providers.telemetry.joblog.signals import Signal, signals_in
+
+# ---------------------------------------------------------------- the node parser
+
+
+@dataclass
+class _Traceback:
+    first: LogLine
+    last_frame: str | None = None
+    lines: int = 0
+
+
+@dataclass
+class _ElasticEntry:
+    root: bool
+    lines: list[LogLine] = field(default_factory=list)
+    values: dict[str, str] = field(default_factory=dict)
+    traceback_exception: str | None = None
+    in_traceback: bool = False
+
+
+#: the collector's time of a line: a `_TS` match, parsed only when the line becomes evidence; a parsed time; or None
+_Stamp = re.Match[str] | datetime | None
+#: a line taken apart: (text to show, content after collector prefixes, its collector time)
+_Split = tuple[str, str, _Stamp]
+
+
+def _observed(stamp: _Stamp) -> datetime | None:
+    return stamp if stamp is None or isinstance(stamp, datetime) else parse_stamp(stamp)
+
+
+class NodeParser:
+    """Reads one node's job-log lines, oldest first, into a `NodeLog`."""
+
+    def __init__(self, node: str, resolve: NodeResolver) -> None:
+        self.node = node
+        self._resolve = resolve
+        self._number = 0
+        self._seen: dict[int, list[Any]] = {}  # rank -> [lines, number of the last, its text, its stamp, marker only]
+        self._current: tuple[str, _Stamp] = ("", None)
+        self._current_line: LogLine | None = None
+        self._timeouts: list[WatchdogTimeout] = []
+        self._progress: list[WorkProgress] = []
+        self._desync: list[DesyncReport] = []
+        self._failures: list[ElasticFailure] = []
+        self._network: list[NcclNetworkError] = []
+        self._cuda: list[CudaError] = []
+        self._tracebacks: list[PythonTraceback] = []
+        self._signals: list[SignalHit] = []
+        self._open_tracebacks: dict[int | None, _Traceback] = {}
+        self._elastic_section: bool | None = None  # None: outside a summary; else "in the root cause section"
+        self._elastic_entry: _ElasticEntry | None = None
+        self._last_prefixed_rank: int | None = None
+        self._pending_desync: dict[int | None, list[tuple[LogLine, tuple[int, ...]]]] = {}
+        self._partial: dict[str, list[str]] = {}  # CRI partial lines per stream
+
+    # ------------------------------------------------------------ input
+
+    def feed(self, raw: str) -> None:
+        """Take the next line (without its newline)."""
+        self._number += 1
+        split = self._split(raw)
+        if split is None:
+            return  # a CRI partial line: it continues in the next record of its stream
+        text, body, stamp = split
+        self._current = (text, stamp)
+        self._current_line = None
+        rank = None
+        pos = body.find("[rank", 0, PREFIX_SCAN)
+        if pos >= 0:
+            m = RANK_PREFIX.match(body, pos)
+            if m:
+                rank = int(m.group("rank"))
+                body = body[m.end() :]
+                if body.startswith(" "):
+                    body = body[1:]  # Python output gets `[rankN]: `, C++ glog lines `[rankN]:[E...`
+        elif body.startswith("["):
+            m = ROLE_PREFIX.match(body)
+            if m:
+                body = body[m.end() :].removeprefix(" ")
+        hits = signals_in(body)
+        group = self._marker(body) if rank is None or hits or self._pending_desync else None
+        if rank is not None:
+            self._last_prefixed_rank = rank
+            self._sighting(rank, text, stamp, marker_only=False)
+        elif group is not None and (group.pg is None or group.default_group):
+            self._sighting(group.rank, text, stamp, marker_only=True)
+        if self._pending_desync:
+            self._resolve_desync(rank, group)
+        if rank is None:
+            self._elastic(body)
+        if self._open_tracebacks or body.startswith("Traceback"):
+            self._traceback(rank, body)
+        if hits:
+            self._records(rank, group, body, self._line(), hits)
+
+    @property
+    def in_block(self) -> bool:
+        """Whether the next lines may continue a block being followed (a traceback, torchelastic's summary, a CRI
+        line in parts): such lines must be fed one by one, whatever they hold."""
+        return bool(self._open_tracebacks or self._partial) or (
+            self._elastic_section is not None or self._elastic_entry is not None
+        )
+
+    def absorb(self, lines: int, seen: dict[int, tuple[int, int, str]], last_rank: int | None) -> None:
+        """Take `lines` lines at once that hold no marker and open no block (`prefilter.feed_tail` finds them):
+        they only place ranks. `seen` maps each rank to (its prefixed lines among them, the 1-based position of its
+        last one, that line's text), in order of first sight; `last_rank` is the rank of the last prefixed line."""
+        base = self._number
+        for rank, (count, index, raw) in seen.items():
+            split = self._split(raw)
+            if split is None:  # a CRI partial line is never absorbed; read it as fed, should one come
+                continue
+            text, _, stamp = split
+            entry = self._seen.get(rank)
+            if entry is None:
+                if len(self._seen) >= MAX_RECORDS:
+                    continue
+                self._seen[rank] = [count, base + index, text, stamp, False]
+            else:
+                entry[0] += count
+                entry[1], entry[2], entry[3], entry[4] = base + index, text, stamp, False
+        self._number = base + lines
+        if last_rank is not None:
+            self._last_prefixed_rank = last_rank
+
+    def _line(self) -> LogLine:
+        """The current line as evidence (built once, and only for lines that become evidence)."""
+        if self._current_line is None:
+            text, stamp = self._current
+            self._current_line = LogLine(text[:MAX_TEXT], _observed(stamp), self._number)
+        return self._current_line
+
+    def result(self) -> NodeLog:
+        """What was read; open blocks at the end of the text are closed as they stand."""
+        self._close_elastic_entry()
+        self._flush_desync()
+        return NodeLog(
+            node=self.node,
+            lines=self._number,
+            ranks={
+                rank: RankSighting(count, LogLine(text[:MAX_TEXT], _observed(stamp), number), marker_only)
+                for rank, (count, number, text, stamp, marker_only) in self._seen.items()
+            },
+            timeouts=tuple(self._timeouts),
+            progress=tuple(self._progress),
+            desync=tuple(self._desync),
+            failures=tuple(self._failures),
+            network=tuple(self._network),
+            cuda=tuple(self._cuda),
+            tracebacks=tuple(self._tracebacks),
+            signals=tuple(self._signals),
+        )
+
+    # ------------------------------------------------------------ prefixes
+
+    def _split(self, raw: str) -> _Split | None:
+        text = sanitize(raw)
+        if not text:
+            return text, text, None
+        first = text[0]
+        if first == "{" and text.startswith('{"log":'):
+            return self._docker_json(text)
+        if first.isdigit():
+            m = STAMP.match(text)  # a collector's time starts the line (CRI's among them)
+            if m is not None:
+                cri = _cri(text, m)
+                if cri is None:
+                    return text, self._own_host_off(text[m.end() :]), m
+                end, stream, flag = cri
+                content = text[end:]
+                if flag == "P":
+                    parts = self._partial.setdefault(stream, [])
+                    if len(parts) < MAX_BLOCK_LINES:
+                        parts.append(content)
+                    return None
+                parts = self._partial.pop(stream, None)
+                if parts:
+                    content = ("".join(parts) + content)[:MAX_LINE_CHARS]
+                    text = (text[:end] + content)[:MAX_LINE_CHARS]
+                return text, content, m
+        if first == " " or first.isdigit():
+            m = SRUN_LABEL.match(text)
+            if m:
+                return text, text[m.end() :], None
+        return text, self._own_host_off(text), None
+
+    def _own_host_off(self, text: str) -> str:
+        """`text` without a leading `<host> ` or `<host>: ` that names this node (a collector's or pdsh's prefix)."""
+        if not text[:1].isalnum():
+            return text  # host names start with a letter or digit; most lines start with `[`
+        token, sep, rest = text.partition(" ")
+        if sep and token and len(token) <= 254 and self._resolve(token.removesuffix(":")) == self.node:
+            return rest
+        return text
+
+    @staticmethod
+    def _docker_json(text: str) -> _Split:
+        try:
+            record = json.loads(text)
+        except ValueError:
+            return text, text, None
+        if not isinstance(record, dict) or not isinstance(record.get("log"), str):
+            return text, text, None
+        content = sanitize(record["log"].rstrip("\n"))
+        observed = None
+        stamp = record.get("time")
+        if isinstance(stamp, str):
+            m = STAMP.match(stamp + " ")
+            observed = parse_stamp(m) if m else None
+        return content, content, observed
+
+    @staticmethod
+    def _marker(body: str) -> GroupRank | None:
+        """The first process-group marker within the line's first `PREFIX_SCAN` characters, if it is well formed."""
+        pg = body.find("[PG ", 0, PREFIX_SCAN)
+        plain = body.find("[Rank ", 0, PREFIX_SCAN if pg < 0 else pg)
+        start = plain if plain >= 0 else pg
+        if start < 0:
+            return None
+        close = body.find("]", start, start + _MARKER_CHARS)  # a marker holds no `]` before its last character
+        return _group(body[start : close + 1]) if close >= 0 else None
+
+    def _sighting(self, rank: int, text: str, stamp: _Stamp, marker_only: bool) -> None:
+        seen = self._seen.get(rank)
+        if seen is None:
+            if len(self._seen) >= MAX_RECORDS:
+                return
+            self._seen[rank] = [1, self._number, text, stamp, marker_only]
+        else:
+            seen[0] += 1
+            seen[1], seen[2], seen[3] = self._number, text, stamp
+            seen[4] = seen[4] and marker_only
+
+    def _keep(self, records: list[Any], record: object) -> None:
+        if len(records) < MAX_RECORDS:
+            records.append(record)
+
+    # ------------------------------------------------------------ records
+
+    def _records(
+        self, rank: int | None, group: GroupRank | None, body: str, line: LogLine, hits: tuple[Signal, ...]
+    ) -> None:
+        """Read a line by what its signals' rows say: each `parse` kind by its own reader, `text` rows as they are."""
+        parses = {s.parse for s in hits}
+        if "watchdog" in parses:
+            self._watchdog_line(rank, group, body, line)
+        if "progress" in parses:
+            self._progress_line(rank, group, body, line)
+        if "desync" in parses:
+            self._desync_line(rank, body, line)
+        if "nccl_net" in parses:
+            self._nccl_net(body, line)
+        if "cuda" in parses:
+            found = cuda_error_in(body)
+            if found is not None:
+                self._keep(self._cuda, CudaError(line, rank, group, found[0], found[1]))
+        for signal in hits:
+            if signal.parse == "text":
+                self._keep(self._signals, SignalHit(signal.id, line, rank, group))
+
+    def _watchdog_line(self, rank: int | None, group: GroupRank | None, body: str, line: LogLine) -> None:
+        pos = body.find("Watchdog caught collective operation timeout")
+        head = WATCHDOG.match(body, pos) if pos >= 0 else None
+        if head is None:
+            return
+        pos = body.find("Timeout(ms)=", head.end())
+        tail = WATCHDOG_TAIL.match(body, pos) if pos >= 0 else None
+        if tail is None:
+            return
+        seq = head.group("seq")
+        self._keep(
+            self._timeouts,
+            WatchdogTimeout(
+                line, rank, group, int(seq) if seq else None, head.group("op"),
+                int(tail.group("timeout")), int(tail.group("ran")),
+            ),
+        )
+
+    def _progress_line(self, rank: int | None, group: GroupRank | None, body: str, line: LogLine) -> None:
+        for needle, pattern in (
+            ("failure detected by watchdog at work sequence id: ", PROGRESS_SEQ_ID),
+            ("detected by watchdog at work: ", PROGRESS_DETECTED),
+            ("Timeout at NCCL work: ", PROGRESS_TIMEOUT),
+            ("Last enqueued NCCL work: ", PROGRESS_DUMP),
+        ):
+            pos = body.find(needle)
+            m = pattern.match(body, pos) if pos >= 0 else None
+            if m:
+                work = int(m.group("work")) if "work" in pattern.groupindex else None
+                self._keep(
+                    self._progress,
+                    WorkProgress(line, rank, group, work, int(m.group("enq")), int(m.group("done"))),
+                )
+                return
+
+    def _desync_line(self, rank: int | None, body: str, line: LogLine) -> None:
+        text = body.lstrip(" \t")
+        reporter = rank if rank is not None else self._last_prefixed_rank
+        pos = text.find("To our best knowledge, ranks [")
+        m = DESYNC_MISSING.match(text, pos) if pos >= 0 else DESYNC_LAGGING.match(text)
+        ranks = _ranks_list(m.group("ranks")) if m else ()
+        if ranks:
+            pending = self._pending_desync.setdefault(reporter, [])
+            if len(pending) < MAX_BLOCK_LINES:
+                pending.append((line, ranks))
+
+    def _resolve_desync(self, rank: int | None, group: GroupRank | None) -> None:
+        """A desync report belongs to the process group of its reporter's next marked line."""
+        if group is None or not self._pending_desync:
+            return
+        reporter = rank if rank is not None else self._last_prefixed_rank
+        pending = self._pending_desync.pop(reporter, None)
+        for line, ranks in pending or ():
+            self._keep(self._desync, DesyncReport(line, reporter, group, ranks))
+
+    def _flush_desync(self) -> None:
+        for reporter, pending in self._pending_desync.items():
+            for line, ranks in pending:
+                self._keep(self._desync, DesyncReport(line, reporter, None, ranks))
+        self._pending_desync.clear()
+
+    def _nccl_net(self, body: str, line: LogLine) -> None:
+        found = nccl_warning(body)
+        if found is None:
+            return
+        host, kind, peer, status = found
+        peer_node = None
+        if peer:
+            name = peer.split("<", 1)[0]
+            peer_node = self._resolve(name) if name and not is_address(name) else None
+        self._keep(self._network, NcclNetworkError(line, kind, host, peer, peer_node, status))
+
+    # ------------------------------------------------------------ blocks
+
+    def _traceback(self, rank: int | None, body: str) -> None:
+        """Follow each rank's Python traceback to its exception line (ranks interleave in one file)."""
+        open_tb = self._open_tracebacks.get(rank)
+        if body.startswith("Traceback (most recent call last):"):
+            self._open_tracebacks[rank] = _Traceback(first=self._line())
+            return
+        if open_tb is None:
+            return
+        open_tb.lines += 1
+        if open_tb.lines > MAX_BLOCK_LINES:
+            del self._open_tracebacks[rank]
+            return
+        if not body or body[0] in " \t":
+            stripped = body.strip()
+            if stripped.startswith('File "'):
+                open_tb.last_frame = stripped[:MAX_TEXT]
+            return
+        if not _is_exception_line(body):
+            return  # chained-exception text, or another process's line cut into an unprefixed traceback
+        del self._open_tracebacks[rank]
+        exception = body[:MAX_TEXT]
+        self._keep(
+            self._tracebacks,
+            PythonTraceback(
+                self._line(), rank, open_tb.first, open_tb.last_frame, exception, classify_exception(exception)
+            ),
+        )
+
+    def _elastic(self, body: str) -> None:
+        """torchelastic's summary: `Failures:` entries, then `Root Cause (first observed failure):` and its entry."""
+        if self._elastic_section is None and not body.startswith(("Failures:", "Root Cause")):
+            return
+        stripped = body.strip()
+        if stripped == "Failures:":
+            self._close_elastic_entry()
+            self._elastic_section = False
+            return
+        if stripped.startswith("Root Cause") and stripped.endswith(":"):
+            self._close_elastic_entry()
+            self._elastic_section = True
+            return
+        if self._elastic_section is None:
+            return
+        if not stripped:
+            return
+        if set(stripped) <= {"-"} or set(stripped) <= {"="}:
+            self._close_elastic_entry()
+            if stripped[0] == "=":
+                self._elastic_section = None
+            return
+        m = ELASTIC_ENTRY.fullmatch(stripped)
+        if m:
+            self._close_elastic_entry()
+            self._elastic_entry = _ElasticEntry(root=bool(self._elastic_section))
+            self._elastic_entry.lines.append(self._line())
+            return
+        entry = self._elastic_entry
+        if entry is None:
+            if stripped != "<NO_OTHER_FAILURES>":
+                self._elastic_section = None
+            return
+        if len(entry.lines) >= MAX_BLOCK_LINES:
+            self._close_elastic_entry()
+            self._elastic_section = None
+            return
+        m = ELASTIC_FIELD.match(body)
+        if m:
+            key, value = m.group("key"), m.group("value").strip()
+            entry.values[key] = value
+            entry.lines.append(self._line())
+            entry.in_traceback = key == "traceback"
+            if entry.in_traceback and value.startswith("Traceback"):
+                entry.traceback_exception = None
+            return
+        if entry.in_traceback and body.startswith("  "):
+            inner = body[2:]
+            entry.lines.append(self._line())
+            if inner and inner[0] not in " \t" and not inner.startswith("Traceback"):
+                entry.traceback_exception = inner[:MAX_TEXT]  # the last unindented line is the exception
+            return
+        # Anything else ends the summary (output of another process cut into it).
+        self._close_elastic_entry()
+        self._elastic_section = None
+
+    def _close_elastic_entry(self) -> None:
+        entry = self._elastic_entry
+        self._elastic_entry = None
+        if entry is None or not entry.values:
+            return
+        values = entry.values
+        host = values.get("host") or None
+        rank = local = code = pid = None
+        m = ELASTIC_RANK.match(values.get("rank", ""))
+        if m:
+            rank, local = int(m.group("rank")), int(m.group("local"))
+        m = ELASTIC_EXIT.match(values.get("exitcode", ""))
+        if m:
+            code, pid = int(m.group("code")), int(m.group("pid"))
+        signal = None
+        m = ELASTIC_SIGNAL.match(values.get("traceback", ""))
+        if m:
+            signal = m.group("name")
+        m = ELASTIC_TIME.match(values.get("time", ""))
+        time_text = m.group(0) if m else None
+        exception = entry.traceback_exception
+        self._keep(
+            self._failures,
+            ElasticFailure(
+                root=entry.root,
+                lines=tuple(entry.lines),
+                host=host,
+                host_node=self._resolve(host) if host else None,
+                rank=rank,
+                local_rank=local,
+                exitcode=code,
+                pid=pid,
+                signal=signal,
+                time_text=time_text,
+                traceback_exception=exception,
+                traceback_kind=classify_exception(exception) if exception else None,
+            ),
+        )
+
+
+def _cri(text: str, stamped: re.Match[str]) -> tuple[int, str, str] | None:
+    """(where the content starts, the stream, the flag) of a line that starts with a collector's time (`STAMP`) when
+    it is in Kubernetes CRI's shape (`CRI`, or `CRI_HOST` with a host after the time), else None."""
+    end, stream = stamped.end(), stamped.group("stream")
+    if stream and text.startswith(("F ", "P "), end):
+        return end + 2, stream, text[end]
+    host = end - len(stream) - 1 if stream else end  # where a host after the time would start (`stdout` is a name)
+    space = text.find(" ", host, host + HOST_CHARS + 1)  # a host holds no space: the stream must follow the first
+    if space < 0 or not text.startswith((" stdout ", " stderr "), space):
+        return None
+    m = CRI_HOST.match(text)
+    return (m.end(), m.group("stream"), m.group("flag")) if m else None
+
+
+#: the longest text a `MARKER` match can span (`[PG ID <9 digits> PG GUID <128> Rank <9 digits>]` is 169)
+_MARKER_CHARS = 200
+
+
+@functools.lru_cache(maxsize=16384)
+def _group(marker: str) -> GroupRank | None:
+    """The process group and rank a marker's text names (the ranks of a node repeat theirs on line after line)."""
+    m = MARKER.match(marker)
+    return GroupRank(m.group("pg"), int(m.group("rank")), m.group("guid") or m.group("name")) if m else None
+
+
+#: how Python exception class names end (builtins and the usual custom ones)
+_EXCEPTION_SUFFIXES = ("Error", "Exception", "Interrupt", "Exit", "Iteration", "Warning", "Failure", "Timeout")
+
+
+def _is_exception_line(body: str) -> bool:
+    m = EXCEPTION_HEAD.match(body)
+    return m is not None and m.group("name").endswith(_EXCEPTION_SUFFIXES)
+
+
+def parse_lines(node: str, lines: list[str], resolve: NodeResolver) -> NodeLog:
+    """Parse a whole list of lines (tests and small inputs); the reader streams into a `NodeParser` instead."""
+    parser = NodeParser(node, resolve)
+    for raw in lines:
+        parser.feed(raw)
+    return parser.result()
+

@@ -1,0 +1,495 @@
+"""Job-log rules: from what each node's job log shows to conclusions about nodes and about the job as a whole.
+
+Pure functions of their inputs: the scope, the parsed tails (`lines.NodeLog`) and the kernel-side facts the rules
+need (`OomKill`). They follow one decision principle (`docs/job-logs.md` states it; the signal table,
+`data/signals.csv`, gives each signal's meaning): node evidence points at its node; exits, signals, timeouts and
+configuration errors point at nothing by themselves; the application's failures point at the job. In short:
+
+- a collective timeout where the ranks of one process group (known by its GUID or name) report the same sequence
+  numbers singles no node out: `collective_timeout` on the job's resources;
+- a rank that is behind its group's others (`last completed` work or timed-out `SeqNum` lower, or named lagging by
+  PyTorch's desync report), or a rank of `scope.ranks` that fell silent on a node where no rank timed out while
+  others did, points at the node its own lines place it on: `collective_hang`;
+- torchelastic's root cause is `host_oom` on its node when the node's kernel log shows the OOM killer took the
+  SIGKILLed process, the application's when its traceback ends in an application exception, and otherwise a note:
+  an exit or a signal names no node by itself;
+- InfiniBand completion errors and port events point at the reporting node (`network`); closed sockets, failed
+  connects and verbs calls are notes;
+- CUDA errors point at the node when NVIDIA's documentation gives a hardware, link or driver cause, at the
+  application when it gives a programming one, and are a note (settled by the node's kernel event) otherwise;
+- a traceback ending in an application exception, and the signal table's application rows, point at the job; its
+  configuration, ambiguous and consequence rows are notes.
+
+A node's own failure (levels below) explains the symptoms other nodes see after it, so weaker conclusions on
+other nodes are then kept as context only; job-level conclusions stand only where no node is named.
+"""
+
+from __future__ import annotations
+
+import signal as signals
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
+
+from providers.base import MAX_EVIDENCE, Evidence, cut_text, shifted
+from providers.telemetry.joblog.collectives import collectives, place_ranks
+from providers.telemetry.joblog.cuda_errors import Meaning
+from providers.telemetry.joblog.records import (
+    CudaError,
+    ElasticFailure,
+    ExceptionKind,
+    NetworkKind,
+    NodeLog,
+    PythonTraceback,
+    SignalHit,
+)
+from providers.telemetry.joblog.signals import BY_ID, SignalMeaning
+from providers.telemetry.joblog.work import (
+    OOM_KILL_AFTER,
+    OOM_KILL_BEFORE,
+    PRIMARY,
+    SOURCE,
+    Candidate,
+    Item,
+    JobConclusion,
+    JobLogConclusions,
+    NodeConclusion,
+    OomKill,
+    Work,
+    line_evidence,
+    or_unknown,
+    said_evidence,
+)
+from providers.telemetry.ranking import CATEGORY_RANK
+
+#: signal table ids the rules name themselves
+ROOT_CAUSE = "torchelastic_root_cause"
+APP_EXCEPTION = "python_application_exception"
+UNLISTED_CUDA = "cuda_error_unlisted"
+
+# ---------------------------------------------------------------- entry point
+
+
+def conclude(
+    scope_nodes: Sequence[str],
+    scope_ranks: Sequence[int],
+    logs: Mapping[str, NodeLog],
+    oom_kills: Mapping[str, Sequence[OomKill]] | None = None,
+    *,
+    max_evidence: int = MAX_EVIDENCE,
+) -> JobLogConclusions:
+    """Conclusions from the parsed job-log tails of one attempt.
+
+    `logs` maps scope nodes to their parsed tails (other keys are ignored); `oom_kills` maps scope nodes to the
+    OOM-killer kills their kernel log shows in the window. At most `max_evidence` (1..32) items per conclusion.
+    """
+    if not 1 <= max_evidence <= MAX_EVIDENCE:
+        raise ValueError(f"max_evidence must be between 1 and {MAX_EVIDENCE}")
+    in_scope = set(scope_nodes)
+    work = Work(
+        scope_nodes=scope_nodes,
+        scope_ranks=scope_ranks,
+        logs={n: log for n, log in logs.items() if n in in_scope},
+        oom_kills=oom_kills or {},
+        max_evidence=max_evidence,
+    )
+    place_ranks(work)
+    collectives(work)
+    _root_causes(work)
+    _tracebacks(work)
+    _network(work)
+    _cuda(work)
+    _signal_lines(work)
+    silence = _silence(work)
+    return replace(_decide(work), silence=silence)
+
+
+# ---------------------------------------------------------------- torchelastic's root cause
+
+
+def _root_causes(work: Work) -> None:
+    for log in work.logs.values():
+        for failure in log.failures:
+            if failure.root:
+                _root_cause(work, log, failure)
+
+
+def _root_cause(work: Work, log: NodeLog, failure: ElasticFailure) -> None:
+    rank = failure.rank
+    summary = _summary_item(failure)
+    node = failure.host_node
+    if node is None:
+        if rank is not None and rank in work.placement:
+            node = work.placement[rank]
+        else:
+            work.notes.append(
+                f"torchelastic's root cause (rank {or_unknown(rank)}) names a host that is not a scope node and no log "
+                "line places the rank: no node is named"
+            )
+            return
+    elif rank is not None and rank in work.ambiguous:
+        work.notes.append(f"torchelastic's root cause rank {rank} appears on more than one node: no node is named")
+        return
+    if rank is not None and rank in work.timed_out:
+        # The watchdog timed out and took the process down: the collective rules decide who is behind.
+        work.add_context(node, [summary])
+        return
+    name = failure.signal or _signal_name(failure.exitcode)
+    if name == "SIGKILL":
+        kill = _oom_kill(work.oom_kills.get(node, ()), failure)
+        if kill is not None:
+            said = (
+                f"torchelastic's root cause: rank {or_unknown(rank)} on {node} got SIGKILL (pid {failure.pid}); "
+                f"the node's kernel log shows the OOM killer killing pid {kill.pid}"
+            )
+            work.node(node, "host_oom", [
+                Item(("said-oom", rank), said_evidence(said)), summary,
+                Item(("oom", kill.pid), Evidence(kill.source, cut_text(kill.message), kill.observed_at)),
+            ], signals=[ROOT_CAUSE])
+            return
+    if name is not None and name != "SIGABRT":
+        # A signal is not evidence against a node: a scheduler's SIGTERM, a SIGKILL the kernel log does not explain,
+        # a SIGBUS from a container's small /dev/shm all look alike. The node's own kernel event decides.
+        _left_to_the_kernel(
+            work, node, summary,
+            f"torchelastic's root cause: rank {or_unknown(rank)} on {node} was ended by {_signal_number(name)}; a "
+            "signal names no node by itself",
+        )
+        return
+    # A non-zero exit (or SIGABRT, which a process raises itself): its traceback says more, if there is one.
+    traceback = _root_traceback(log, failure)
+    if traceback is not None:
+        kind, items = traceback
+        if kind is ExceptionKind.APPLICATION:
+            said = f"torchelastic's root cause: rank {or_unknown(rank)} on {node} exited after an application exception"
+            work.job.append(Candidate(
+                "application", [Item(("said-app", rank), said_evidence(said)), summary, *items],
+                (ROOT_CAUSE, APP_EXCEPTION),
+            ))
+            return
+        if kind is ExceptionKind.CUDA:
+            work.add_context(node, [summary, *items])  # the CUDA rule speaks for it
+            return
+        if kind is ExceptionKind.COMMUNICATION:
+            work.note(
+                f"torchelastic's root cause rank {or_unknown(rank)} on {node} failed in communication, which follows "
+                "another failure: not attributed to its node by itself",
+                ROOT_CAUSE,
+            )
+            work.add_context(node, [summary, *items])
+            return
+    code = "SIGABRT" if name == "SIGABRT" else f"exit code {or_unknown(failure.exitcode)}"
+    _left_to_the_kernel(
+        work, node, summary,
+        f"torchelastic's root cause: rank {or_unknown(rank)} on {node} ended with {code} and no traceback says why; "
+        "an exit names no node by itself",
+    )
+
+
+def _left_to_the_kernel(work: Work, node: str, summary: Item, said: str) -> None:
+    """A root cause that names no node by itself: kept as the node's context, said, and left for the node's own
+    kernel event to settle."""
+    work.add_context(node, [summary])
+    work.unsettled.setdefault(node, []).append(ROOT_CAUSE)
+    work.note(said, ROOT_CAUSE)
+
+
+def _summary_item(failure: ElasticFailure) -> Item:
+    text = " | ".join(" ".join(line.text.split()) for line in failure.lines)
+    heading = "Root Cause (first observed failure)" if failure.root else "Failure"
+    observed = failure.reported_at
+    return Item(("elastic", failure.rank, failure.pid), Evidence(SOURCE, cut_text(f"{heading}: {text}"), observed))
+
+
+def _signal_name(exitcode: int | None) -> str | None:
+    if exitcode is None or exitcode >= 0:
+        return None
+    try:
+        return signals.Signals(-exitcode).name
+    except ValueError:
+        return f"signal {-exitcode}"
+
+
+def _signal_number(name: str) -> str:
+    """`signal 9` for SIGKILL (a note names no log text)."""
+    try:
+        return f"signal {signals.Signals[name].value}"
+    except KeyError:
+        return name if name.startswith("signal ") else "a signal"
+
+
+def _oom_kill(kills: Sequence[OomKill], failure: ElasticFailure) -> OomKill | None:
+    """The kernel's OOM kill of this process: the same pid, or (the pids of a container and of the host differ)
+    a kill shortly before torchelastic's summary was stamped."""
+    for kill in kills:
+        if failure.pid is not None and kill.pid == failure.pid:
+            return kill
+    reported = failure.reported_at
+    if reported is None:
+        return None
+    for kill in sorted(kills, key=lambda k: k.observed_at):
+        if shifted(reported, -OOM_KILL_BEFORE) <= kill.observed_at <= shifted(reported, OOM_KILL_AFTER):
+            return kill
+    return None
+
+
+def _root_traceback(log: NodeLog, failure: ElasticFailure) -> tuple[ExceptionKind, list[Item]] | None:
+    """The root cause's traceback: the one in the summary, else the rank's own, else one of its node's workers."""
+    if failure.traceback_exception is not None and failure.traceback_kind is not None:
+        return failure.traceback_kind, []
+    own = [t for t in log.tracebacks if failure.rank is not None and t.rank == failure.rank]
+    unprefixed = [t for t in log.tracebacks if t.rank is None and t.kind is not ExceptionKind.LAUNCHER]
+    chosen: PythonTraceback | None = (own or unprefixed or [None])[-1]
+    if chosen is None:
+        return None
+    return chosen.kind, _traceback_items(chosen)
+
+
+def _traceback_items(t: PythonTraceback) -> list[Item]:
+    items = [Item(("tb-first", t.rank, t.first.number), line_evidence(t.first))]
+    if t.last_frame:
+        items.append(Item(("tb-frame", t.rank, t.line.number), Evidence(SOURCE, cut_text(t.last_frame))))
+    items.append(Item(("tb", t.exception), line_evidence(t.line)))
+    return items
+
+
+# ---------------------------------------------------------------- NCCL network warnings
+
+
+_NETWORK_WORDS = {
+    NetworkKind.IB_COMPLETION: "an InfiniBand work completion with an error status",
+    NetworkKind.ASYNC_EVENT: "an InfiniBand port error or fatal device event",
+    NetworkKind.PEER_CLOSED: "a connection closed or reset by its peer",
+    NetworkKind.CONNECT: "a failed connection to a peer",
+    NetworkKind.VERBS_CALL: "a failed InfiniBand verbs call",
+}
+
+
+#: NCCL network warnings that are a sign of the reporting node's own device: its InfiniBand port or device failed
+_LINK_KINDS = frozenset({NetworkKind.ASYNC_EVENT})
+
+
+def _network(work: Work) -> None:
+    for node, log in work.logs.items():
+        if not log.network:
+            continue
+        link = [e for e in log.network if e.kind in _LINK_KINDS]
+        other = [e for e in log.network if e.kind not in _LINK_KINDS]
+        for kind in sorted({e.kind for e in other}):
+            signal = BY_ID[kind.value]
+            work.note(f"{node}: NCCL reported {_NETWORK_WORDS[kind]} ({signal.meaning}): it names no node by itself",
+                      signal.id)
+            if signal.meaning is SignalMeaning.AMBIGUOUS:
+                work.unsettled.setdefault(node, []).append(signal.id)
+        if other:
+            work.add_context(node, [Item(("net", e.kind, e.peer, e.status), line_evidence(e.line)) for e in other])
+        if not link:
+            continue
+        kinds = sorted({_NETWORK_WORDS[e.kind] for e in link})
+        items = [Item(("said-net",), said_evidence(f"NCCL on {node} reported {', '.join(kinds)}"))]
+        named: set[str] = set()
+        for err in link:
+            if err.peer and err.peer not in named:
+                # Each peer once, its statement beside the first line that names it.
+                named.add(err.peer)
+                where = f"the scope node {err.peer_node}" if err.peer_node else "not matched to a scope node"
+                status = f", status {err.status}" if err.status is not None else ""
+                said = f"the line names the peer {err.peer} ({where}){status}"
+                items.append(Item(("said-peer", err.peer), said_evidence(said)))
+            items.append(Item(("net", err.kind, err.peer, err.status), line_evidence(err.line)))
+        work.node(node, "network", items, signals=sorted({e.kind.value for e in link}))
+
+
+# ---------------------------------------------------------------- CUDA errors
+
+
+def _cuda(work: Work) -> None:
+    for node, log in work.logs.items():
+        by_meaning: dict[Meaning, list[CudaError]] = {}
+        for err in log.cuda:
+            meaning = err.kind.meaning if err.kind is not None else Meaning.UNKNOWN
+            by_meaning.setdefault(meaning, []).append(err)
+        for err_list in _by_category(by_meaning.get(Meaning.NODE, [])).values():
+            kind = err_list[0].kind
+            assert kind is not None and kind.category is not None
+            said = f"{_who(err_list[0], node)} reported {kind.runtime_name}: per NVIDIA, {kind.reason}"
+            items = [Item(("said-cuda", kind.runtime_name), said_evidence(said))]
+            items += [Item(("cuda", e.text), line_evidence(e.line)) for e in err_list]
+            work.node(node, kind.category, items, signals=[kind.runtime_name])
+        app = by_meaning.get(Meaning.APPLICATION, [])
+        if app:
+            items = []
+            for err in app:
+                kind = err.kind
+                assert kind is not None
+                said = f"{_who(err, node)} reported {kind.runtime_name}: per NVIDIA, {kind.reason}"
+                items += [Item(("said-cuda", kind.runtime_name, node), said_evidence(said)),
+                          Item(("cuda", err.text), line_evidence(err.line))]
+            names = tuple(sorted({e.kind.runtime_name for e in app if e.kind is not None}))
+            work.job.append(Candidate("application", items, names))
+        unknown = by_meaning.get(Meaning.UNKNOWN, [])
+        if unknown:
+            work.add_context(node, [Item(("cuda", e.text), line_evidence(e.line)) for e in unknown])
+            for name in dict.fromkeys(e.kind.runtime_name if e.kind else UNLISTED_CUDA for e in unknown):
+                work.unsettled.setdefault(node, []).append(name)
+                work.note(
+                    f"{node}: a CUDA error NVIDIA gives no single cause for ({name}) was reported; only the node's own "
+                    "kernel event in the window (Xid, NVSwitch) settles it",
+                    name,
+                )
+
+
+def _by_category(errors: list[CudaError]) -> dict[str, list[CudaError]]:
+    out: dict[str, list[CudaError]] = {}
+    for err in errors:
+        assert err.kind is not None and err.kind.category is not None
+        out.setdefault(err.kind.category, []).append(err)
+    return out
+
+
+def _who(err: CudaError, node: str) -> str:
+    return f"rank {err.rank} on {node}" if err.rank is not None else f"a process on {node}"
+
+
+# ---------------------------------------------------------------- tracebacks and other signal lines
+
+
+def _tracebacks(work: Work) -> None:
+    """A Python traceback that ends in an application exception is the application's, wherever it was printed."""
+    for node, log in work.logs.items():
+        seen: set[str] = set()
+        for t in log.tracebacks:
+            if t.kind is not ExceptionKind.APPLICATION or t.exception in seen:
+                continue
+            seen.add(t.exception)
+            head = t.exception.split(":", 1)[0].strip()
+            said = f"{'rank ' + str(t.rank) if t.rank is not None else 'a process'} on {node} raised {head}"
+            work.job.append(
+                Candidate("application", [Item(("said-tb", node, head), said_evidence(said)), *_traceback_items(t)],
+                          (APP_EXCEPTION,))
+            )
+
+
+def _signal_lines(work: Work) -> None:
+    """Lines read by their markers alone: each signal as its table row says."""
+    for node, log in work.logs.items():
+        by_signal: dict[str, list[SignalHit]] = {}
+        for hit in log.signals:
+            by_signal.setdefault(hit.signal, []).append(hit)
+        for ident, hits in by_signal.items():
+            signal = BY_ID[ident]
+            items = [Item(("signal", ident, h.line.text), line_evidence(h.line)) for h in hits]
+            said = f"{node}: {ident}: {signal.says}"
+            if signal.meaning is SignalMeaning.NODE:
+                assert signal.category is not None
+                work.node(node, signal.category, [Item(("said-signal", ident), said_evidence(said)), *items],
+                          signals=[ident])
+            elif signal.meaning is SignalMeaning.APPLICATION:
+                work.job.append(Candidate("application", [Item(("said-signal", ident, node), said_evidence(said)),
+                                                          *items], (ident,)))
+            else:
+                work.add_context(node, items)
+                if signal.meaning is SignalMeaning.AMBIGUOUS:
+                    work.unsettled.setdefault(node, []).append(ident)
+                work.note(f"{node}: {_MEANING_WORDS[signal.meaning]} ({ident}): it names no node by itself", ident)
+
+
+_MEANING_WORDS = {
+    SignalMeaning.CONFIGURATION: "the job's configuration or environment failed",
+    SignalMeaning.AMBIGUOUS: "a failure with no single cause was reported",
+    SignalMeaning.CONSEQUENCE: "a failure that follows another one was reported",
+}
+
+
+def _silence(work: Work) -> int:
+    """How many nodes' job logs held lines when nothing in any of them was understood (0 otherwise)."""
+    if work.nodes or work.job or work.context or work.noted:
+        return 0
+    return sum(1 for log in work.logs.values() if log.lines)
+
+
+# ---------------------------------------------------------------- deciding
+
+
+def _decide(work: Work) -> JobLogConclusions:
+    """A node's own failure explains what other nodes see after it; job-level conclusions stand alone."""
+    primary = {n for n, cands in work.nodes.items() if any(c.category in PRIMARY for c in cands)}
+    has_app = any(c.category == "application" for c in work.job)
+    if primary or has_app:
+        for node in list(work.nodes):
+            if node not in primary:
+                dropped = work.nodes.pop(node)
+                work.add_context(node, [i for c in dropped for i in c.items])
+                names = ", ".join(sorted({c.category for c in dropped}))
+                because = "another node shows its own failure" if primary else "the application failed"
+                work.notes.append(f"{node}: {names} kept as context only: {because}")
+    nodes = tuple(
+        _node_conclusion(work, node, work.nodes[node]) for node in work.scope_nodes if node in work.nodes
+    )
+    job: JobConclusion | None = None
+    job_candidates = [c for c in work.job if c.category == "application"] or work.job
+    if job_candidates and not nodes:
+        category = job_candidates[0].category
+        items = [i for c in job_candidates if c.category == category for i in c.items]
+        evidence = _bounded(items, work.max_evidence)
+        job = JobConclusion(category, _earliest(evidence), evidence)
+    elif job_candidates:
+        work.notes.append(
+            f"the job-level {'/'.join(sorted({c.category for c in job_candidates}))} conclusion is not made: "
+            "a node is named"
+        )
+    context = {
+        node: _bounded(items, work.max_evidence)
+        for node, items in work.context.items()
+        if node not in {n.node for n in nodes}
+    }
+    for n in nodes:
+        # A named node's own context is part of its finding's story; keep it beside the finding for the merge.
+        if n.node in work.context:
+            context[n.node] = _bounded(work.context[n.node], work.max_evidence)
+    named = {n.node for n in nodes}
+    decided = [s for node in named for c in work.nodes[node] for s in c.signals]
+    if job is not None:
+        decided += [s for c in job_candidates if c.category == job.category for s in c.signals]
+    return JobLogConclusions(
+        nodes=nodes,
+        job=job,
+        context=context,
+        placement=dict(work.placement),
+        ambiguous_ranks=tuple(sorted(work.ambiguous)),
+        notes=tuple(dict.fromkeys(work.notes)),
+        unsettled={n: tuple(dict.fromkeys(ids)) for n, ids in work.unsettled.items() if n not in named},
+        decided_by=tuple(dict.fromkeys(decided)),
+        noted=tuple(dict.fromkeys(work.noted)),
+    )
+
+
+def _node_conclusion(work: Work, node: str, candidates: list[Candidate]) -> NodeConclusion:
+    ordered = sorted(candidates, key=lambda c: -CATEGORY_RANK.get(c.category, 0))
+    evidence = _bounded([i for c in ordered for i in c.items], work.max_evidence)
+    return NodeConclusion(node, ordered[0].category, _earliest(evidence), evidence)
+
+
+def _bounded(items: list[Item], limit: int) -> tuple[Evidence, ...]:
+    """At most `limit` items: one per distinct event first (in order), then the repeats; no text twice."""
+    first: list[Evidence] = []
+    rest: list[Evidence] = []
+    keys: set[tuple[object, ...]] = set()
+    texts: set[str] = set()
+    for item in items:
+        if item.evidence.message in texts:
+            continue
+        texts.add(item.evidence.message)
+        if item.key in keys:
+            rest.append(item.evidence)
+        else:
+            keys.add(item.key)
+            first.append(item.evidence)
+    return tuple((first + rest)[:limit])
+
+
+def _earliest(evidence: Iterable[Evidence]) -> datetime | None:
+    times = [e.observed_at for e in evidence if e.observed_at is not None]
+    return min(times) if times else None
+
+

@@ -1,0 +1,153 @@
+"""The job-log rules' conclusions and their working state: what `rules.conclude` returns, and what its steps share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from providers.base import Evidence, cut_text
+from providers.telemetry.joblog.records import (
+    LogLine,
+    NodeLog,
+)
+
+#: the evidence source of every job-log line
+SOURCE = "joblog"
+#: the OOM kill of a SIGKILLed rank is matched by pid, or by time: logged at most this long before the first
+#: collector time on torchelastic's summary entry (torchelastic first stops the other workers, SIGTERM and up to
+#: 30 s by default, then prints the summary) ...
+OOM_KILL_BEFORE = timedelta(seconds=60)
+#: ... and at most this long after it (the kernel's and the collector's clocks, and the order lines reach files)
+OOM_KILL_AFTER = timedelta(seconds=5)
+
+#: ProcessGroupNCCL's point-to-point work types: they are numbered by their own counter, which the group's
+#: `last enqueued` / `last completed` numbers then mix with the collectives' (PyTorch's `pgStatus`)
+P2P_OPS = frozenset({"SEND", "RECV", "RECVANYSOURCE"})
+#: categories that show a node's own failure; the others may follow another node's failure
+PRIMARY = frozenset({"gpu_memory", "nvlink", "gpu_unavailable", "gpu_driver", "host_oom"})
+
+
+@dataclass(frozen=True)
+class OomKill:
+    """A kernel OOM-killer kill on a node, as the provider read it from that node's kernel log."""
+
+    pid: int
+    observed_at: datetime  # timezone-aware
+    message: str  # the kernel line, shown as evidence
+    source: str = "syslog"  # the kernel source's evidence token (`syslog` or `loki`)
+
+
+@dataclass(frozen=True)
+class NodeConclusion:
+    node: str  # a node of scope.nodes, spelled as the scope spells it
+    category: str
+    observed_at: datetime | None  # the earliest collector time among its lines, None when none has one
+    evidence: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True)
+class JobConclusion:
+    """A conclusion about the job's resources as a whole (`AllJobResources`)."""
+
+    category: str  # `collective_timeout` or `application`
+    observed_at: datetime | None
+    evidence: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True)
+class JobLogConclusions:
+    nodes: tuple[NodeConclusion, ...]  # at most one per node, in scope order
+    job: JobConclusion | None  # only when no node conclusion stands
+    #: per node, job-log lines that point at nothing by themselves (a CUDA error NVIDIA gives no cause for, a
+    #: symptom another node's failure explains): evidence to show beside a kernel finding on that node, never a
+    #: finding of their own
+    context: dict[str, tuple[Evidence, ...]]
+    #: rank -> the one scope node its lines place it on
+    placement: dict[int, str]
+    #: ranks whose lines appear in more than one node's file: placed nowhere
+    ambiguous_ranks: tuple[int, ...]
+    #: sentences on what was not concluded and why; node names and ranks only, never log text
+    notes: tuple[str, ...]
+    #: per node, the ambiguous signals (signal table ids) its lines hold, which only the node's own kernel event in
+    #: the window can settle
+    unsettled: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: the signal table ids behind the conclusions that stand (node and job)
+    decided_by: tuple[str, ...] = ()
+    #: the signal table ids whose lines were read and said to point at no node (configuration, ambiguous,
+    #: consequence), in the notes
+    noted: tuple[str, ...] = ()
+    #: when no line of any node was understood: how many nodes' job logs held lines (0 otherwise)
+    silence: int = 0
+
+
+# ---------------------------------------------------------------- working types
+
+
+@dataclass(frozen=True)
+class Item:
+    key: tuple[object, ...]  # items with the same key show the same event: one of them is shown first
+    evidence: Evidence
+
+
+@dataclass
+class Candidate:
+    category: str
+    items: list[Item] = field(default_factory=list)
+    #: the signal table ids the candidate was concluded from
+    signals: tuple[str, ...] = ()
+
+
+def line_evidence(line: LogLine) -> Evidence:
+    return Evidence(SOURCE, cut_text(line.text), line.observed_at)
+
+
+def said_evidence(message: str) -> Evidence:
+    """A sentence the rules write (what the lines show together), not a log line."""
+    return Evidence(SOURCE, cut_text(message))
+
+
+@dataclass
+class Work:
+    scope_nodes: Sequence[str]
+    scope_ranks: Sequence[int]
+    logs: Mapping[str, NodeLog]
+    oom_kills: Mapping[str, Sequence[OomKill]]
+    max_evidence: int
+    placement: dict[int, str] = field(default_factory=dict)
+    ambiguous: dict[int, set[str]] = field(default_factory=dict)
+    nodes: dict[str, list[Candidate]] = field(default_factory=dict)
+    job: list[Candidate] = field(default_factory=list)
+    context: dict[str, list[Item]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    timed_out: dict[int, tuple[str, LogLine]] = field(default_factory=dict)  # global rank -> (node, a line)
+    #: global ranks and process groups that timed out on point-to-point work: their numbers are not compared
+    p2p_ranks: set[int] = field(default_factory=set)
+    p2p_groups: set[str] = field(default_factory=set)
+    #: node -> ambiguous signal ids only the node's kernel event can settle
+    unsettled: dict[str, list[str]] = field(default_factory=dict)
+    #: signal ids read and said (in a note) to point at no node
+    noted: list[str] = field(default_factory=list)
+
+    def node(self, node: str, category: str, items: Iterable[Item], signals: Iterable[str] = ()) -> None:
+        self.nodes.setdefault(node, []).append(Candidate(category, list(items), tuple(signals)))
+
+    def note(self, message: str, signal: str | None = None) -> None:
+        self.notes.append(message)
+        if signal is not None:
+            self.noted.append(signal)
+
+    def add_context(self, node: str, items: Iterable[Item]) -> None:
+        self.context.setdefault(node, []).extend(items)
+
+
+
+def listing(values: Iterable[object], limit: int = 16) -> str:
+    values = list(values)
+    shown = ", ".join(str(v) for v in values[:limit])
+    return shown + (f" and {len(values) - limit} more" if len(values) > limit else "")
+
+
+def or_unknown(value: object) -> str:
+    return "?" if value is None else str(value)
+

@@ -1,0 +1,347 @@
+"""The kernel signal's `journal` source: systemd journal files, as journald keeps them or systemd-journal-remote
+gathers them from many nodes (`/var/log/journal/remote/remote-<host>.journal` with `--split-mode=host`).
+
+Every file is read the same way, by libsystemd's own reader (the `cysystemd` wheel, which bundles libsystemd):
+seek to the window's start in the file's time index, take the entry just before it (it shows the node's journal
+reaching back before the window), then the entries in time order up to the first one past the window's end. No file
+is read whole. An entry's node is its `_HOSTNAME` (identity.py's rule, as everywhere); its time is
+`__REALTIME_TIMESTAMP`, microseconds since the epoch in UTC, so no time zone is guessed. An entry is a kernel line
+when its `_TRANSPORT` is `kernel`, else its tag is its `SYSLOG_IDENTIFIER` (some forwarders write kernel messages
+with `SYSLOG_IDENTIFIER=kernel` and no transport) or `_COMM`, exactly as `journalctl -o json` lines are read by the
+files source. A multi-line message stays one entry and becomes one record with its lines.
+
+Files are the directory's `*.journal` (current), `*@*.journal` (archived by rotation) and `*.journal~` (left dirty,
+renamed by journald), at its top and one folder down (journald's `<machine-id>/`, journal-remote's `remote/`). A
+rotation group (a node's current file and its archived ones) is read as the files source reads rotated files: newest
+first, by the first entry's time in each file's header, down to the first file that starts before the window; the
+older ones are not opened. A file that cannot be opened or read (corrupt, truncated, not a journal) is skipped with
+a warning naming it; the others are read.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import re
+import stat
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from providers.base import (
+    Deadline,
+    ProviderConstructionError,
+    ProviderProcessingError,
+    ProviderTimeoutError,
+    SourceFailure,
+    TraceContext,
+)
+from providers.telemetry.kernel.collect import KERNEL_TAG, Collector
+from providers.telemetry.kernel.parse import ParsedLine
+
+log = logging.getLogger("attribution_adapter.telemetry")
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: entries within one file are expected in time order within this much; reading starts this much before the window
+ORDER_SLACK = timedelta(seconds=60)
+#: the deadline is looked at every this many entries
+CHECK_EVERY = 256
+#: entries sharing one time stepped over when looking for the entry before a time; past this many the entry
+#: before is not looked for (it only shows that the node's journal reaches back before the window)
+MAX_SAME_TIME = 4096
+#: the kernel's `[seconds]` stamp (and a `[T<pid>]` caller id) at the start of a message, as parse.py reads it
+_MESSAGE_STAMP = re.compile(r"\[( *\d+\.\d+)\] (?:\[ *[TC]\d+\] )?")
+#: a journal file, current, archived (`name@...journal`) or left dirty (`.journal~`)
+SUFFIXES = (".journal", ".journal~")
+#: what libsystemd and the reader raise for a file they cannot use
+READ_ERRORS = (OSError, SystemError, ValueError, RuntimeError)
+
+
+#: a journal file's header (systemd's "Journal File Format"): the signature, and the realtime of its first and last
+#: entries (little-endian, microseconds) at byte 184
+SIGNATURE = b"LPKSHHRH"
+_HEAD_TAIL = struct.Struct("<QQ")
+_HEAD_TAIL_AT = 184
+
+
+@dataclass(frozen=True)
+class JournalFile:
+    path: str
+    origin: str  # the path relative to the directory, as warnings and evidence name it
+
+    @property
+    def group(self) -> str:
+        """Its rotation group: the folder and the name before `@` (archived, dirty) or the suffix
+        (`remote-gpu-1@...journal` and `remote-gpu-1.journal` are one node's files; `system@...journal~` and
+        `system.journal` journald's)."""
+        folder, _, name = self.origin.rpartition("/")
+        base = name.partition("@")[0] if "@" in name else name.removesuffix("~").removesuffix(".journal")
+        return f"{folder}/{base}"
+
+
+def header_times(path: str) -> tuple[int, int] | None:
+    """(first, last) entry realtime of a journal file from its header, in µs; None when the header cannot be read,
+    is not a journal's, or the file holds no entry (the file is then opened by libsystemd, which says why)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        data = os.pread(fd, _HEAD_TAIL_AT + _HEAD_TAIL.size, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) < _HEAD_TAIL_AT + _HEAD_TAIL.size or data[:8] != SIGNATURE:
+        return None
+    head, tail = _HEAD_TAIL.unpack_from(data, _HEAD_TAIL_AT)
+    return (head, tail) if head and tail else None
+
+
+def reading_order(files: list[JournalFile], lo: int) -> list[JournalFile]:
+    """The files to open, as the files source reads a rotation: in each rotation group newest first (by the first
+    entry's time in the header), down to the first file that starts at or before `lo` (it holds the entry before the
+    window); older files hold nothing later and are not opened. A file whose header gives no times is opened."""
+    groups: dict[str, list[tuple[int, JournalFile]]] = {}
+    order: list[JournalFile] = []
+    for journal in files:
+        times = header_times(journal.path)
+        if times is None:
+            order.append(journal)
+        else:
+            groups.setdefault(journal.group, []).append((times[0], journal))
+    for members in groups.values():
+        for head, journal in sorted(members, key=lambda m: m[0], reverse=True):
+            order.append(journal)
+            if head <= lo:
+                break
+    return sorted(order, key=lambda j: j.origin)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What the source uses of one journal entry."""
+
+    realtime_usec: int
+    host: str | None
+    tag: str | None
+    message: str
+    #: the kernel's own `[seconds.micro]` stamp, from `_SOURCE_MONOTONIC_TIMESTAMP`, as dmesg and syslog print it
+    mono: str | None
+
+
+def is_journal_name(name: str) -> bool:
+    return name.endswith(SUFFIXES) and not name.startswith(".")
+
+
+def journal_files(root: Path) -> list[JournalFile]:
+    """The journal files at the top of `root` and one folder down, in name order (OSError: `root` unreadable)."""
+    found: list[JournalFile] = []
+    with os.scandir(root) as entries:
+        listing = sorted(entries, key=lambda e: e.name)
+    for entry in listing:
+        try:
+            if entry.is_file() and is_journal_name(entry.name):
+                found.append(JournalFile(entry.path, entry.name))
+            elif entry.is_dir() and not entry.name.startswith("."):
+                try:
+                    with os.scandir(entry.path) as inner:
+                        names = sorted((e for e in inner if e.is_file() and is_journal_name(e.name)), key=_name)
+                except OSError:
+                    log.warning("journal folder %s could not be read; skipped", entry.name)
+                    continue
+                found.extend(JournalFile(e.path, f"{entry.name}/{e.name}") for e in names)
+        except OSError:
+            continue  # vanished while listed
+    return found
+
+
+def _name(entry: os.DirEntry[str]) -> str:
+    return entry.name
+
+
+def _text(value: Any) -> str | None:
+    """A field's value as the reader gives it (a str, or a list when the entry repeats the field): its first."""
+    if isinstance(value, list):
+        value = value[0] if value else None
+    return value if isinstance(value, str) else None
+
+
+def kernel_stamp(source_monotonic: str | None) -> str | None:
+    """`_SOURCE_MONOTONIC_TIMESTAMP` (microseconds since boot) as the kernel prints it: `seconds.micro`."""
+    if source_monotonic is None or not source_monotonic.isdigit():
+        return None
+    value = int(source_monotonic)
+    return f"{value // 1_000_000:5d}.{value % 1_000_000:06d}"
+
+
+def entry_of(realtime_usec: int, data: dict[str, Any]) -> Entry:
+    """The fields the source reads from one entry's data."""
+    if _text(data.get("_TRANSPORT")) == KERNEL_TAG:
+        tag: str | None = KERNEL_TAG
+    else:
+        tag = _text(data.get("SYSLOG_IDENTIFIER")) or _text(data.get("_COMM")) or "-"
+    message = (_text(data.get("MESSAGE")) or "").replace("\x00", "")
+    mono = None
+    if tag == KERNEL_TAG:
+        mono = kernel_stamp(_text(data.get("_SOURCE_MONOTONIC_TIMESTAMP")))
+        # A forwarder that took the line from a text log keeps the kernel's stamp in the message: read it as
+        # the files source reads it, so the message classifies the same and the stamp is written once.
+        found = _MESSAGE_STAMP.match(message)
+        if found is not None:
+            message = message[found.end() :]
+            mono = mono or found.group(1)
+    return Entry(realtime_usec, _text(data.get("_HOSTNAME")), tag, message, mono)
+
+
+def render(observed_at: datetime, entry: Entry) -> str:
+    """The entry as a syslog server writes it (RSYSLOG_FileFormat, the kernel's stamp in the message), one line per
+    line of its message: the evidence text, the same as the same lines read from a text tree."""
+    head = f"{observed_at.isoformat(timespec='microseconds')} {entry.host} {entry.tag}: "
+    stamp = f"[{entry.mono}] " if entry.mono is not None else ""
+    return "\n".join(head + stamp + line for line in entry.message.split("\n"))
+
+
+def usec(at: datetime) -> int:
+    delta = at - EPOCH
+    return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+class JournalReaderFile:
+    """One journal file opened by libsystemd (cysystemd); the reader's errors are READ_ERRORS."""
+
+    def __init__(self, path: str) -> None:
+        from cysystemd.reader import JournalReader  # imported here: only this source needs the library
+
+        # cysystemd 2.0.5 recurses without end, and the process dies, on a path that is a symbolic link: it gets the
+        # file's real path, which must name a regular file (strict: a dangling link or a loop is an OSError here).
+        real = os.path.realpath(path, strict=True)
+        if os.path.islink(real) or not stat.S_ISREG(os.stat(real).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        self._reader = JournalReader()
+        self._reader.open_files(real)
+
+    def entry_before(self, usec_at: int) -> Entry | None:
+        """The last entry earlier than `usec_at`, or None."""
+        self._reader.seek_realtime_usec(usec_at)
+        # After a seek, libsystemd's first step back gives the entry found at the sought time itself, and entries
+        # sharing that time come before the earlier one: step back past them (a bounded number of steps).
+        for _ in range(MAX_SAME_TIME + 1):
+            found = self._reader.previous()
+            if found is None:
+                return None
+            if found.get_realtime_usec() < usec_at:
+                return entry_of(found.get_realtime_usec(), found.data)
+        return None
+
+    def entries_from(self, usec_at: int) -> Iterator[Entry]:
+        """The entries from the first at or after `usec_at` on, in the file's order."""
+        self._reader.seek_realtime_usec(usec_at)
+        reader = self._reader
+        while True:
+            found = reader.next()
+            if found is None:
+                return
+            yield entry_of(found.get_realtime_usec(), found.data)
+
+    def first(self) -> Entry | None:
+        self._reader.seek_head()
+        found = self._reader.next()
+        return None if found is None else entry_of(found.get_realtime_usec(), found.data)
+
+    def last(self) -> Entry | None:
+        self._reader.seek_tail()
+        found = self._reader.previous()
+        # libsystemd can stop one entry short of the tail here: step forward to the real last entry.
+        for _ in range(4):
+            after = self._reader.next()
+            if after is None:
+                break
+            found = after
+        return None if found is None else entry_of(found.get_realtime_usec(), found.data)
+
+    def all_entries(self) -> Iterator[Entry]:
+        self._reader.seek_head()
+        while True:
+            found = self._reader.next()
+            if found is None:
+                return
+            yield entry_of(found.get_realtime_usec(), found.data)
+
+
+def observed(entry: Entry) -> datetime | None:
+    try:
+        return EPOCH + timedelta(microseconds=entry.realtime_usec)
+    except OverflowError:
+        return None
+
+
+class JournalSource:
+    """Reads the journal files under `root` (see the module docstring)."""
+
+    evidence_source = "journal"
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        try:
+            import cysystemd.reader  # noqa: F401  (the reader must load here, at boot, not at the first request)
+        except ImportError as exc:
+            raise ProviderConstructionError(
+                f"the journal source needs the cysystemd package (requirements.txt), which cannot be loaded: {exc}"
+            ) from exc
+
+    def scan(self, collector: Collector, deadline: Deadline, trace: TraceContext | None = None) -> None:
+        try:
+            files = journal_files(self.root)
+        except OSError as exc:
+            raise ProviderProcessingError(
+                "the journal directory could not be read", kind=SourceFailure.UNREADABLE
+            ) from exc
+        lo = usec(max(collector.window.start - ORDER_SLACK, EPOCH))
+        hi = collector.window.end + ORDER_SLACK
+        for journal in reading_order(files, lo):
+            _check(deadline)
+            try:
+                self._read(journal, collector, lo, hi, deadline)
+            except READ_ERRORS as exc:
+                # One corrupt, truncated or vanished file breaks only itself: the other files' entries stand.
+                log.warning("journal file %s could not be read (%s); skipped", journal.origin, exc)
+                collector.mark_unreadable(None)
+
+    def _read(self, journal: JournalFile, collector: Collector, lo: int, hi: datetime, deadline: Deadline) -> None:
+        reader = JournalReaderFile(journal.path)
+        nodes: dict[str | None, str | None] = {}
+        origin = journal.origin
+
+        def feed(entry: Entry) -> bool:
+            """Feed one entry; True once it lies past the window's end."""
+            at = observed(entry)
+            if at is None:
+                return False
+            if entry.host not in nodes:
+                nodes[entry.host] = collector.node_for(entry.host)
+            node = nodes[entry.host]
+            if node is not None:
+                parsed = ParsedLine(at, entry.host, entry.tag, entry.message, entry.mono)
+                collector.add_parsed(node, parsed, render(at, entry), origin)
+            return at > hi
+
+        before = reader.entry_before(lo)
+        if before is not None:
+            feed(before)
+        for count, entry in enumerate(reader.entries_from(lo), start=1):
+            if count % CHECK_EVERY == 0:
+                _check(deadline)
+            if feed(entry):
+                break
+        for node in {n for n in nodes.values() if n is not None}:
+            collector.end_origin(node, origin)
+
+
+def _check(deadline: Deadline) -> None:
+    if deadline.expired:
+        raise ProviderTimeoutError("reading the kernel logs did not finish in time")

@@ -1,0 +1,297 @@
+"""Finding a window in a plain kernel log file: the binary search on its lines' times, the probes it makes, and the
+timestamp shapes whose lines are counted from their stamps alone (see files.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
+from functools import lru_cache
+from typing import BinaryIO
+
+from providers.base import (
+    Deadline,
+    ProviderTimeoutError,
+)
+from providers.telemetry.kernel.collect import Collector
+from providers.telemetry.kernel.parse import TimeContext, line_time
+from providers.telemetry.kernel.sources.facts import (
+    CACHE_PROBES,
+    CACHE_SEARCHES,
+    FileFacts,
+)
+from providers.telemetry.reading import GzipReader
+
+#: lines are expected in time order within this much (a relay's queue or several senders in one file may
+#: interleave slightly); the search starts this much early and reading stops this much late
+ORDER_SLACK = timedelta(seconds=60)
+#: the binary search stops narrowing below this many bytes and scans forward from there
+SEARCH_BLOCK = 4 * 1024
+#: bytes read at one probe of the search, and at most per probe when looking for a parseable line
+PROBE_CHUNK = 1024
+PROBE_LIMIT = 64 * 1024
+READ_CHUNK = 16 * 1024
+#: a "line" longer than this is cut: it is not a syslog line and must not grow the buffer without bound
+MAX_LINE = 1024 * 1024
+
+
+class UnknownFormat(Exception):
+    """The start of a file holds no line in a known format; `line_no` is its first unreadable line."""
+
+    def __init__(self, line_no: int) -> None:
+        super().__init__(line_no)
+        self.line_no = line_no
+
+
+class CountingFile:
+    """A read-only file wrapper that counts the bytes it hands out (gzip reads through it)."""
+
+    def __init__(self, raw: BinaryIO, collector: Collector) -> None:
+        self._raw = raw
+        self._collector = collector
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._raw.read(size)
+        self._collector.bytes_read += len(data)
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._raw.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+
+class PlainFile:
+    """A plain file read by position (`os.pread`, no buffer to fill and drop on every seek), counting the bytes it
+    hands out; the reads a plain file's search and window take, at most READ_CHUNK or PROBE_LIMIT at a time."""
+
+    def __init__(self, fd: int, collector: Collector) -> None:
+        self.fd = fd
+        self._collector = collector
+        self._pos = 0
+
+    def read(self, size: int) -> bytes:
+        data = os.pread(self.fd, size, self._pos)
+        self._pos += len(data)
+        self._collector.bytes_read += len(data)
+        return data
+
+    def pread(self, at: int, size: int) -> bytes:
+        data = os.pread(self.fd, size, at)
+        self._collector.bytes_read += len(data)
+        return data
+
+    def seek(self, offset: int) -> None:
+        self._pos = offset
+
+
+# An RFC 3339 stamp at the start of a line as parse.py reads it (`_ISO_AT_START`), up to microseconds.
+_STAMP = re.compile(rb"(\d{4}-\d\d-\d\d)([T ])(\d\d:\d\d:\d\d)(?:([.,])(\d{1,6}))?(Z|z|[+-]\d\d:?\d\d)[ \t\f\v]")
+
+
+_SHAPES: dict[tuple[bytes, bytes, int, bytes], re.Pattern[bytes]] = {}
+
+
+#: shapes with the bounds of recent windows (False: a shape the window cannot be written in)
+_KNOWN: dict[tuple[object, ...], Shape | bool] = {}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One timestamp shape (separators, fraction digits, offset) and the window's bounds written in it."""
+
+    pattern: re.Pattern[bytes]
+    zone: tzinfo
+    start_key: bytes
+    start_exact: bool  # the window's start is written exactly at this precision
+    end_key: bytes
+    hi_key: bytes
+
+    @classmethod
+    def detect(cls, data: bytes, collector: Collector, hi: datetime) -> Shape | None:
+        m = _STAMP.match(data)
+        if m is None:
+            return None
+        sep, fsep, frac, offset = m.group(2), m.group(4) or b"", m.group(5) or b"", m.group(6)
+        known_key = (sep, fsep, len(frac), offset, collector.window, hi)
+        known = _KNOWN.get(known_key)
+        if known is None:
+            known = cls._make(sep, fsep, frac, offset, collector, hi)
+            if len(_KNOWN) >= 256:
+                _KNOWN.clear()
+            _KNOWN[known_key] = known
+        return known or None
+
+    @classmethod
+    def _make(
+        cls, sep: bytes, fsep: bytes, frac: bytes, offset: bytes, collector: Collector, hi: datetime
+    ) -> Shape | bool:
+        try:
+            zone: tzinfo = UTC if offset in (b"Z", b"z") else _offset(offset.decode())
+        except ValueError:
+            return False
+        digits = len(frac)
+        keys = []
+        for bound in (collector.window.start, collector.window.end, hi):
+            local = bound.astimezone(zone)
+            if not 1000 <= local.year <= 9999:
+                return False
+            text = local.isoformat(sep.decode(), "seconds")[:19]  # the date, `sep` and the time of day
+            if digits:
+                text += fsep.decode() + f"{local.microsecond:06d}"[:digits]
+            keys.append((text + offset.decode()).encode())
+        start = collector.window.start.astimezone(zone)
+        exact = start.microsecond % 10 ** (6 - digits) == 0
+        key = (sep, fsep, digits, offset)
+        pattern = _SHAPES.get(key)
+        if pattern is None:
+            # A match starts at a newline (the block is searched with one put before it): as many matches as lines
+            # means every line starts with a stamp.
+            fraction = re.escape(fsep) + rb"\d{%d}" % digits if digits else b""
+            pattern = re.compile(
+                rb"\n(\d{4}-\d\d-\d\d" + re.escape(sep) + rb"(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d" + fraction
+                + re.escape(offset) + rb")(?=[ \t\f\v])"
+            )  # fmt: skip
+            if len(_SHAPES) < 256:
+                _SHAPES[key] = pattern
+        return cls(pattern, zone, keys[0], exact, keys[1], keys[2])
+
+    def holds(self, first: bytes, last: bytes) -> bool:
+        """Every stamp from `first` to `last` (in order) lies in the window, as count_before and the end key judge."""
+        return (first >= self.start_key if self.start_exact else first > self.start_key) and last <= self.end_key
+
+    def count_before(self, ordered: list[bytes], low: int, high: int) -> int:
+        """The index in [low, high) of the first stamp not before the window's start."""
+        if self.start_exact:
+            return bisect_left(ordered, self.start_key, low, high)
+        # Written less precisely than the start: a stamp equal to the start's truncation lies before it.
+        return bisect_right(ordered, self.start_key, low, high)
+
+
+@lru_cache(maxsize=64)
+def _offset(text: str) -> tzinfo:
+    sign = -1 if text[0] == "-" else 1
+    digits = text[1:].replace(":", "")
+    return timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
+
+
+def check_deadline(deadline: Deadline) -> None:
+    if deadline.expired:
+        raise ProviderTimeoutError("reading the kernel logs did not finish in time")
+
+
+def first_unreadable(f: PlainFile) -> int | None:
+    """The number of the first non-empty line at the start of a file that holds no known format (None: all blank)."""
+    f.seek(0)
+    for number, raw in enumerate(f.read(PROBE_LIMIT).split(b"\n"), start=1):
+        if raw.strip():
+            return number
+    return None
+
+
+#: first bytes of lines whose time parse.py reads without the TimeContext (RFC 3339 stamps, journal JSON)
+_CONTEXT_FREE = frozenset(b"0123456789{")
+
+
+def _context_free(raw: bytes) -> bool:
+    return not raw or raw[0] in _CONTEXT_FREE
+
+
+def first_time(f: GzipReader, ctx: TimeContext) -> tuple[datetime | None, bool]:
+    """The first parseable timestamp within the first PROBE_LIMIT bytes of a stream, and whether it (and every
+    line before it) was read without the TimeContext."""
+    data = f.read(PROBE_LIMIT)
+    lines = data.split(b"\n")
+    free = True
+    for raw in lines[:-1] if len(lines) > 1 else lines:
+        free = free and _context_free(raw)
+        value = line_time(raw, ctx)
+        if value is not None:
+            return value, free
+    if data.strip():
+        raise UnknownFormat(next((i for i, raw in enumerate(lines, start=1) if raw.strip()), 1))
+    return None, free
+
+
+def probe_known(f: PlainFile, pos: int, end: int, ctx: TimeContext, facts: FileFacts) -> tuple[int, datetime | None]:
+    """_probe, answered from the file's facts when this probe was made before (with this TimeContext if it matters)."""
+    known = facts.probes.get((pos, end))
+    if known is not None and (known[2] is None or known[2] == ctx):
+        return known[0], known[1]
+    start, value, free = _probe(f, pos, end, ctx)
+    if len(facts.probes) < CACHE_PROBES:
+        facts.probes[(pos, end)] = (start, value, None if free else ctx)
+    return start, value
+
+
+def _probe(f: PlainFile, pos: int, end: int, ctx: TimeContext) -> tuple[int, datetime | None, bool]:
+    """(start, time) of the first parseable line starting at or after `pos` (looking at most PROBE_LIMIT bytes), and
+    whether every line looked at was read without the TimeContext."""
+    free = True
+    if pos > 0:
+        f.seek(pos - 1)
+        data = f.read(PROBE_CHUNK)
+        base = pos - 1
+        nl = data.find(b"\n")
+        while nl < 0 and len(data) < PROBE_LIMIT:
+            more = f.read(PROBE_CHUNK)
+            if not more:
+                return end, None, free
+            data += more
+            nl = data.find(b"\n")
+        if nl < 0:
+            return end, None, free
+        line_start = base + nl + 1
+        data = data[nl + 1 :]
+    else:
+        f.seek(0)
+        data = f.read(PROBE_CHUNK)
+        line_start = 0
+    consumed = 0
+    while line_start < end and consumed < PROBE_LIMIT:
+        nl = data.find(b"\n")
+        if nl < 0:
+            more = f.read(PROBE_CHUNK)
+            if not more:
+                nl = len(data)
+            else:
+                data += more
+                continue
+        free = free and _context_free(data[:nl])
+        value = line_time(data[:nl], ctx)
+        if value is not None:
+            return line_start, value, free
+        line_start += nl + 1
+        consumed += nl + 1
+        data = data[nl + 1 :]
+        if not data:
+            data = f.read(PROBE_CHUNK)
+            if not data:
+                break
+    return line_start, None, free
+
+
+def search_offset(
+    f: PlainFile, size: int, target: datetime, deadline: Deadline, ctx: TimeContext, facts: FileFacts
+) -> int:
+    """A byte offset at or before the first line at or after `target`, within SEARCH_BLOCK of it."""
+    key = (target, ctx)
+    known = facts.searches.get(key)
+    if known is not None:
+        return known
+    lo, hi = 0, size
+    while hi - lo > SEARCH_BLOCK:
+        check_deadline(deadline)
+        mid = (lo + hi) // 2
+        start, ts = probe_known(f, mid, hi, ctx, facts)
+        if ts is not None and ts < target and start < hi:
+            lo = start
+        else:
+            # At or past the target, or nothing readable near here: searching earlier is always safe.
+            hi = mid
+    if len(facts.searches) < CACHE_SEARCHES:
+        facts.searches[key] = lo
+    return lo

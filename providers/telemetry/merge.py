@@ -1,0 +1,157 @@
+"""The one place signals meet: kernel conclusions and job-log conclusions merged into one outcome per request.
+
+The provider calls each signal's rules (`kernel.rules.attribute`, `joblog.source.job_log_result`), then `merge`,
+once. A node with a kernel event and job-log evidence gets one finding: the kernel event's category, the kernel
+evidence first and the job-log evidence after it. See docs/providers.md for every rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from providers.base import AllJobResources, AttributionOutcome, Evidence, Finding, NodeTarget
+from providers.telemetry.evidence import finding, merge_per_node, missing_message, outcome
+from providers.telemetry.joblog import OomKill, oom_killed_pid
+from providers.telemetry.joblog.source import JobLogResult
+from providers.telemetry.joblog.work import PRIMARY, listing
+from providers.telemetry.kernel.collect import Collector
+from providers.telemetry.kernel.rules import KernelConclusions
+
+#: job-level conclusions that say no rank was singled out: they hold only when every node's job log was read
+UNSINGLED = frozenset({"collective_timeout"})
+
+
+def merge(
+    nodes: Sequence[str], kernel: KernelConclusions, max_evidence: int, job: JobLogResult | None = None
+) -> AttributionOutcome:
+    """The kernel conclusions (and, when configured, the job-log conclusions) as one outcome."""
+    notes = list(kernel.notes)
+    job_read = job.read_nodes if job is not None else frozenset()
+    with_logs = [n for n in nodes if n in kernel.read or n in job_read]
+    if job is not None:
+        notes.extend(job.notes)
+    if not with_logs:
+        notes.insert(0, f"no kernel log lines for any of the {len(nodes)} nodes in the window")
+        return outcome([], [], notes)
+    merged = merge_per_node(nodes, [kernel.node_items])
+    findings = [finding(NodeTarget(node), items, max_evidence) for node, items in merged.items()]
+    if job is not None:
+        findings = merge_job_logs(nodes, findings, job, max_evidence)
+    if not any(isinstance(f.target, NodeTarget) for f in findings):
+        if kernel.job_items:
+            findings = [_with_job_level(finding(AllJobResources(), kernel.job_items, max_evidence), job, max_evidence)]
+        elif job is not None and job.conclusions.job is not None:
+            whole = job.conclusions.job
+            if job.late and whole.category in UNSINGLED:
+                # The nodes read single no one out, but the culprit may be among those the deadline came before.
+                notes.append(
+                    f"no rank of the nodes read is singled out ({whole.category}), but the job logs of "
+                    f"{len(job.late)} node(s) were not read, so the job as a whole is not concluded"
+                )
+            elif job.quiet and whole.category in UNSINGLED:
+                # Some nodes said nothing while the others timed out: the culprit may be among them.
+                notes.append(
+                    f"no rank of the nodes read is singled out ({whole.category}), but what was read of the job "
+                    f"logs of {len(job.quiet)} node(s) holds no watchdog, progress or error line for some rank of "
+                    f"theirs, so the job as a whole is not concluded: {listing(sorted(job.quiet))}"
+                )
+            else:
+                when = whole.observed_at or job.detected_at
+                findings = [Finding(AllJobResources(), whole.category, when, whole.evidence[:max_evidence])]
+    named = {f.target.name for f in findings if isinstance(f.target, NodeTarget)}
+    if job is not None:
+        notes.extend(_unsettled_notes(job, named))
+        if not findings and job.conclusions.silence:
+            notes.append(
+                f"the job logs of {job.conclusions.silence} node(s) were read and no failure signal in them was "
+                "understood"
+            )
+    if kernel.truncated:
+        # Part of the window was never read, so a node without a finding was not fully looked at.
+        notes.insert(0, "the kernel log window was only partly read (Loki page limit reached)")
+        return outcome(findings, [], notes)
+    # A node whose job logs the deadline came before was not wholly looked at: neither blamed nor cleared.
+    late = job.late if job is not None else frozenset()
+    unattributed = [NodeTarget(n) for n in with_logs if n not in named and n not in kernel.uncertain and n not in late]
+    # Nodes the deadline came before are said in their own note, not counted as without kernel lines.
+    missing = len(nodes) - len(kernel.read.intersection(nodes)) - len(kernel.unread.difference(kernel.read))
+    if missing:
+        notes.insert(0, missing_message(missing, len(nodes), "kernel log lines"))
+    return outcome(findings, unattributed, notes)
+
+
+def _unsettled_notes(job: JobLogResult, named: set[str]) -> list[str]:
+    """For each node whose job log holds an ambiguous signal and that no finding names: no kernel event settled it."""
+    return [
+        f"{node}: its job log holds {', '.join(ids)}, which name no node without the node's own kernel event, and "
+        "no kernel event of the node in the window names it"
+        for node, ids in job.conclusions.unsettled.items()
+        if node not in named
+    ]
+
+
+def _bounded(first: Sequence[Evidence], then: Sequence[Evidence], limit: int) -> tuple[Evidence, ...]:
+    """`first`, then the items of `then` whose text is not already there, at most `limit` in all."""
+    out = list(first[:limit])
+    seen = {e.message for e in out}
+    for e in then:
+        if len(out) >= limit:
+            break
+        if e.message not in seen:
+            seen.add(e.message)
+            out.append(e)
+    return tuple(out)
+
+
+def _earliest(first: datetime, evidence: Sequence[Evidence]) -> datetime:
+    times = [e.observed_at for e in evidence if e.observed_at is not None]
+    return min([first, *times])
+
+
+def merge_job_logs(
+    nodes: Sequence[str], kernel: list[Finding], job: JobLogResult, max_evidence: int
+) -> list[Finding]:
+    """Kernel node findings and job-log node conclusions as one finding per node, in scope order.
+
+    A kernel finding keeps its category and takes the node's job-log evidence (its conclusion's, or its context
+    lines) after its own. A node with only a job-log conclusion gets that conclusion's category. Beside a kernel
+    node finding, job-log conclusions that may follow another node's failure (`network`, `collective_hang`) on
+    other nodes are not findings: the kernel event is that other node's failure.
+    """
+    by_node = {f.target.name: f for f in kernel if isinstance(f.target, NodeTarget)}
+    conclusions = {c.node: c for c in job.conclusions.nodes}
+    context = job.conclusions.context
+    out: list[Finding] = []
+    for node in nodes:
+        found = by_node.get(node)
+        conclusion = conclusions.get(node)
+        if found is not None:
+            extra = (*(conclusion.evidence if conclusion else ()), *context.get(node, ()))
+            evidence = _bounded(found.evidence, extra, max_evidence)
+            out.append(Finding(found.target, found.error_category, _earliest(found.observed_at, evidence), evidence))
+        elif conclusion is not None and (not by_node or conclusion.category in PRIMARY):
+            when = conclusion.observed_at or job.detected_at
+            out.append(Finding(NodeTarget(node), conclusion.category, when, conclusion.evidence[:max_evidence]))
+    return out
+
+
+def _with_job_level(found: Finding, job: JobLogResult | None, max_evidence: int) -> Finding:
+    """The kernel's job-level finding with the job-log job conclusion's evidence after its own."""
+    if job is None or job.conclusions.job is None:
+        return found
+    evidence = _bounded(found.evidence, job.conclusions.job.evidence, max_evidence)
+    return Finding(found.target, found.error_category, _earliest(found.observed_at, evidence), evidence)
+
+
+def oom_kills(collector: Collector, source: str) -> dict[str, list[OomKill]]:
+    """The OOM killer's kills in each node's kernel records, for the job-log rules (kernel-tagged lines only: the
+    collector keeps no other)."""
+    kills: dict[str, list[OomKill]] = {}
+    for node, records in collector.records.items():
+        for record in records:
+            for line in record.lines:
+                pid = oom_killed_pid(line)
+                if pid is not None:
+                    kills.setdefault(node, []).append(OomKill(pid, record.observed_at, record.evidence, source))
+    return kills
