@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from providers.telemetry.joblog.network import is_address, nccl_warning
+from providers.telemetry.joblog.kinds import KIND_READERS, TEXT, KindReader
+from providers.telemetry.joblog.network import is_address
 from providers.telemetry.joblog.nodes import NodeResolver
 from providers.telemetry.joblog.patterns import (
     CRI_HOST,
-    DESYNC_LAGGING,
-    DESYNC_MISSING,
     ELASTIC_ENTRY,
     ELASTIC_EXIT,
     ELASTIC_FIELD,
@@ -36,19 +35,11 @@ from providers.telemetry.joblog.patterns import (
     MAX_RECORDS,
     MAX_TEXT,
     PREFIX_SCAN,
-    PROGRESS_DETECTED,
-    PROGRESS_DUMP,
-    PROGRESS_SEQ_ID,
-    PROGRESS_TIMEOUT,
     RANK_PREFIX,
     ROLE_PREFIX,
     SRUN_LABEL,
     STAMP,
-    WATCHDOG,
-    WATCHDOG_TAIL,
-    _ranks_list,
     classify_exception,
-    cuda_error_in,
     parse_stamp,
     sanitize,
 )
@@ -57,6 +48,7 @@ from providers.telemetry.joblog.records import (
     DesyncReport,
     ElasticFailure,
     GroupRank,
+    KindHit,
     LogLine,
     NcclNetworkError,
     NodeLog,
@@ -115,6 +107,7 @@ class NodeParser:
         self._cuda: list[CudaError] = []
         self._tracebacks: list[PythonTraceback] = []
         self._signals: list[SignalHit] = []
+        self._kinds: list[KindHit] = []
         self._open_tracebacks: dict[int | None, _Traceback] = {}
         self._elastic_section: bool | None = None  # None: outside a summary; else "in the root cause section"
         self._elastic_entry: _ElasticEntry | None = None
@@ -218,6 +211,7 @@ class NodeParser:
             cuda=tuple(self._cuda),
             tracebacks=tuple(self._tracebacks),
             signals=tuple(self._signals),
+            kinds=tuple(self._kinds),
         )
 
     # ------------------------------------------------------------ prefixes
@@ -309,69 +303,41 @@ class NodeParser:
     def _records(
         self, rank: int | None, group: GroupRank | None, body: str, line: LogLine, hits: tuple[Signal, ...]
     ) -> None:
-        """Read a line by what its signals' rows say: each `parse` kind by its own reader, `text` rows as they are."""
-        parses = {s.parse for s in hits}
-        if "watchdog" in parses:
-            self._watchdog_line(rank, group, body, line)
-        if "progress" in parses:
-            self._progress_line(rank, group, body, line)
-        if "desync" in parses:
-            self._desync_line(rank, body, line)
-        if "nccl_net" in parses:
-            self._nccl_net(body, line)
-        if "cuda" in parses:
-            found = cuda_error_in(body)
+        """Read a line by what its signals' rows say: each `parse` kind by its reader (kinds.KIND_READERS), `text`
+        rows as they are."""
+        plan = _plans.get(id(hits))
+        if plan is None or plan[0] is not hits:
+            plan = _plans[id(hits)] = (hits, *_plan(hits))
+        _, readers, texts = plan
+        for kind, reader in readers:
+            found = reader(body)
             if found is not None:
-                self._keep(self._cuda, CudaError(line, rank, group, found[0], found[1]))
-        for signal in hits:
-            if signal.parse == "text":
-                self._keep(self._signals, SignalHit(signal.id, line, rank, group))
+                self._kind(kind, rank, group, line, found)
+        for ident in texts:
+            self._keep(self._signals, SignalHit(ident, line, rank, group))
 
-    def _watchdog_line(self, rank: int | None, group: GroupRank | None, body: str, line: LogLine) -> None:
-        pos = body.find("Watchdog caught collective operation timeout")
-        head = WATCHDOG.match(body, pos) if pos >= 0 else None
-        if head is None:
-            return
-        pos = body.find("Timeout(ms)=", head.end())
-        tail = WATCHDOG_TAIL.match(body, pos) if pos >= 0 else None
-        if tail is None:
-            return
-        seq = head.group("seq")
-        self._keep(
-            self._timeouts,
-            WatchdogTimeout(
-                line, rank, group, int(seq) if seq else None, head.group("op"),
-                int(tail.group("timeout")), int(tail.group("ran")),
-            ),
-        )
-
-    def _progress_line(self, rank: int | None, group: GroupRank | None, body: str, line: LogLine) -> None:
-        for needle, pattern in (
-            ("failure detected by watchdog at work sequence id: ", PROGRESS_SEQ_ID),
-            ("detected by watchdog at work: ", PROGRESS_DETECTED),
-            ("Timeout at NCCL work: ", PROGRESS_TIMEOUT),
-            ("Last enqueued NCCL work: ", PROGRESS_DUMP),
-        ):
-            pos = body.find(needle)
-            m = pattern.match(body, pos) if pos >= 0 else None
-            if m:
-                work = int(m.group("work")) if "work" in pattern.groupindex else None
-                self._keep(
-                    self._progress,
-                    WorkProgress(line, rank, group, work, int(m.group("enq")), int(m.group("done"))),
-                )
-                return
-
-    def _desync_line(self, rank: int | None, body: str, line: LogLine) -> None:
-        text = body.lstrip(" \t")
-        reporter = rank if rank is not None else self._last_prefixed_rank
-        pos = text.find("To our best knowledge, ranks [")
-        m = DESYNC_MISSING.match(text, pos) if pos >= 0 else DESYNC_LAGGING.match(text)
-        ranks = _ranks_list(m.group("ranks")) if m else ()
-        if ranks:
+    def _kind(self, kind: str, rank: int | None, group: GroupRank | None, line: LogLine, found: Any) -> None:
+        """Keep what a kind's reader found in a line, as that kind's record."""
+        if kind == "watchdog":
+            self._keep(self._timeouts, WatchdogTimeout(line, rank, group, *found))
+        elif kind == "progress":
+            self._keep(self._progress, WorkProgress(line, rank, group, *found))
+        elif kind == "desync":
+            reporter = rank if rank is not None else self._last_prefixed_rank
             pending = self._pending_desync.setdefault(reporter, [])
             if len(pending) < MAX_BLOCK_LINES:
-                pending.append((line, ranks))
+                pending.append((line, found))
+        elif kind == "nccl_net":
+            host, what, peer, status = found
+            peer_node = None
+            if peer:
+                name = peer.split("<", 1)[0]
+                peer_node = self._resolve(name) if name and not is_address(name) else None
+            self._keep(self._network, NcclNetworkError(line, what, host, peer, peer_node, status))
+        elif kind == "cuda":
+            self._keep(self._cuda, CudaError(line, rank, group, found[0], found[1]))
+        else:  # a kind with no record of its own: kept as what its reader found
+            self._keep(self._kinds, KindHit(kind, line, rank, group, found))
 
     def _resolve_desync(self, rank: int | None, group: GroupRank | None) -> None:
         """A desync report belongs to the process group of its reporter's next marked line."""
@@ -387,17 +353,6 @@ class NodeParser:
             for line, ranks in pending:
                 self._keep(self._desync, DesyncReport(line, reporter, None, ranks))
         self._pending_desync.clear()
-
-    def _nccl_net(self, body: str, line: LogLine) -> None:
-        found = nccl_warning(body)
-        if found is None:
-            return
-        host, kind, peer, status = found
-        peer_node = None
-        if peer:
-            name = peer.split("<", 1)[0]
-            peer_node = self._resolve(name) if name and not is_address(name) else None
-        self._keep(self._network, NcclNetworkError(line, kind, host, peer, peer_node, status))
 
     # ------------------------------------------------------------ blocks
 
@@ -523,6 +478,20 @@ class NodeParser:
                 traceback_kind=classify_exception(exception) if exception else None,
             ),
         )
+
+
+#: a line's signals (a tuple `signals.signals_in` keeps for each set of markers) -> (that tuple, its kinds' readers in
+#: reading order, its `text` rows' ids); held here with the tuple, so that its id names it while it is held
+_plans: dict[int, tuple[tuple[Signal, ...], tuple[tuple[str, KindReader], ...], tuple[str, ...]]] = {}
+#: kinds read in this order on a line that holds several (then the kinds the table adds, in table order)
+_KIND_ORDER = ("watchdog", "progress", "desync", "nccl_net", "cuda")
+
+
+def _plan(hits: tuple[Signal, ...]) -> tuple[tuple[tuple[str, KindReader], ...], tuple[str, ...]]:
+    """What a line holding `hits` is read by: each kind's reader once, and the ids of its `text` rows."""
+    kinds = [s.parse for s in hits if s.parse in KIND_READERS]
+    ordered = [k for k in _KIND_ORDER if k in kinds] + [k for k in dict.fromkeys(kinds) if k not in _KIND_ORDER]
+    return tuple((k, KIND_READERS[k]) for k in ordered), tuple(s.id for s in hits if s.parse == TEXT)
 
 
 def _cri(text: str, stamped: re.Match[str]) -> tuple[int, str, str] | None:

@@ -159,6 +159,18 @@ class SignalHit:
 
 
 @dataclass(frozen=True, slots=True)
+class KindHit:
+    """A line of a kind that has no record of its own (a kind the signal table adds, read by its reader in
+    `kinds.KIND_READERS`): the kind and what its reader found."""
+
+    kind: str
+    line: LogLine
+    rank: int | None
+    group: GroupRank | None
+    value: object
+
+
+@dataclass(frozen=True, slots=True)
 class RankSighting:
     """Where a rank's own lines were seen in one node's file."""
 
@@ -182,6 +194,7 @@ class NodeLog:
     cuda: tuple[CudaError, ...]
     tracebacks: tuple[PythonTraceback, ...]
     signals: tuple[SignalHit, ...] = ()
+    kinds: tuple[KindHit, ...] = ()
 
     @property
     def settled(self) -> bool:
@@ -194,7 +207,7 @@ class NodeLog:
         if not ranks:
             return self.reported
         own: set[int] = set()
-        for records in (self.timeouts, self.progress, self.cuda, self.signals):
+        for records in (self.timeouts, self.progress, self.cuda, self.signals, self.kinds):
             for record in records:
                 rank = record.rank
                 if rank is None and record.group is not None and record.group.default_group:
@@ -210,7 +223,7 @@ class NodeLog:
         network or CUDA error, a traceback or another signal of the table."""
         return bool(
             self.timeouts or self.progress or self.desync or self.failures or self.network or self.cuda
-            or self.tracebacks or self.signals
+            or self.tracebacks or self.signals or self.kinds
         )
 
 
