@@ -86,7 +86,9 @@ _Split = tuple[str, str, _Stamp]
 
 
 def _observed(stamp: _Stamp) -> datetime | None:
-    return stamp if stamp is None or isinstance(stamp, datetime) else parse_stamp(stamp)
+    if stamp is None or isinstance(stamp, datetime):
+        return stamp
+    return parse_stamp(stamp)
 
 
 class NodeParser:
@@ -120,10 +122,16 @@ class NodeParser:
     def feed(self, raw: str) -> None:
         """Take the next line (without its newline)."""
         self._number += 1
-        split = self._split(raw)
-        if split is None:
-            return  # a CRI partial line: it continues in the next record of its stream
-        text, body, stamp = split
+        if raw[:1] == "[" and raw.isprintable():
+            # What `_split` makes of it: nothing to clean (`sanitize` only cuts it), and no collector prefix starts
+            # with `[` (most job-log lines: `[rankN]:`, `[default0]:`, glog's `[E...]`)
+            text = body = raw if len(raw) <= MAX_LINE_CHARS else raw[:MAX_LINE_CHARS]
+            stamp: _Stamp = None
+        else:
+            split = self._split(raw)
+            if split is None:
+                return  # a CRI partial line: it continues in the next record of its stream
+            text, body, stamp = split
         self._current = (text, stamp)
         self._current_line = None
         rank = None
@@ -148,7 +156,7 @@ class NodeParser:
             self._sighting(group.rank, text, stamp, marker_only=True)
         if self._pending_desync:
             self._resolve_desync(rank, group)
-        if rank is None:
+        if rank is None and (self._elastic_section is not None or body.startswith(("Failures:", "Root Cause"))):
             self._elastic(body)
         if self._open_tracebacks or body.startswith("Traceback"):
             self._traceback(rank, body)

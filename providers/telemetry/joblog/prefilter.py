@@ -56,6 +56,10 @@ _RANK_REACH = PREFIX_SCAN - len(_RANK)
 #: form is the usual line (no `[` before the prefix), the second allows other brackets (torchrun's `[default0]:`)
 _RANK_LINE = re.compile(rb"\n[^\n\[]{0,%d}+\[rank(\d{1,9}+)\]:" % _RANK_REACH)
 _RANK_LINE_BRACKETS = re.compile(rb"\n(?:[^\n\[]|\[(?!rank)){0,%d}+\[rank(\d{1,9}+)\]:" % _RANK_REACH)
+#: every `[rank` of a gap, with its rank key when it starts its line, well formed (the usual line), else b"": one pass
+#: (a search for the literal `[rank`) both counts them and reads the keys
+_RANK_AT_START = re.compile(rb"\[rank(?:(?<=\n\[rank)(\d{1,9}+)\]:)?+")
+_RANK_KEY = re.compile(rb"\[rank(\d{1,9}+)\]:")
 
 
 @functools.cache
@@ -122,11 +126,21 @@ def _skip(parser: NodeParser, data: bytes, start: int, end: int) -> None:
     """Take the lines of `data[start:end]` (whole lines, none a candidate, the parser in no block) in bulk."""
     newline_end = data[end - 1] == 0x0A
     lines = data.count(b"\n", start, end) + (0 if newline_end else 1)
-    prefixes = data.count(_RANK, start, end)
-    if not prefixes:
-        parser.absorb(lines, {}, None)
-        return
-    ranks = _ranks(data, start, end, prefixes)
+    keys = _RANK_AT_START.findall(data, start, end)
+    if not start and keys and not keys[0] and data.startswith(_RANK):  # the data's first line: no newline before it
+        first = _RANK_KEY.match(data)
+        keys[0] = first.group(1) if first else b""
+    if b"" not in keys:
+        if not keys:
+            parser.absorb(lines, {}, None)
+            return
+        ranks: Counter[bytes] | None = Counter(keys)
+    else:
+        prefixes = data.count(_RANK, start, end)
+        if not prefixes:
+            parser.absorb(lines, {}, None)
+            return
+        ranks = _ranks(data, start, end, prefixes)
     if ranks is None:  # a `[rank` the byte patterns cannot place as the parser would
         middle = data.find(b"\n", start + (end - start) // 2, end - 1) + 1
         if lines > _FEW_LINES and middle > start:  # halve the gap: the rest of it is still taken in bulk
