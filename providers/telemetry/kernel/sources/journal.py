@@ -26,6 +26,7 @@ import os
 import re
 import stat
 import struct
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -57,6 +58,11 @@ MAX_SAME_TIME = 4096
 _MESSAGE_STAMP = re.compile(r"\[( *\d+\.\d+)\] (?:\[ *[TC]\d+\] )?")
 #: a journal file, current, archived (`name@...journal`) or left dirty (`.journal~`)
 SUFFIXES = (".journal", ".journal~")
+#: how systemd-journal-remote starts the name of the file of one sender (`--split-mode=host`)
+REMOTE_PREFIX = "remote-"
+#: a folder modified less than this long ago may change again within one tick of a coarse file-system clock without
+#: its modification time changing: its listing is not kept
+SETTLE_NS = 2_000_000_000
 #: what libsystemd and the reader raise for a file they cannot use
 READ_ERRORS = (OSError, SystemError, ValueError, RuntimeError)
 
@@ -72,6 +78,11 @@ _HEAD_TAIL_AT = 184
 class JournalFile:
     path: str
     origin: str  # the path relative to the directory, as warnings and evidence name it
+
+    @property
+    def host(self) -> str | None:
+        """The host its name names (`named_host`), or None."""
+        return named_host(self.origin.rpartition("/")[2])
 
     @property
     def group(self) -> str:
@@ -132,6 +143,19 @@ class Entry:
     message: str
     #: the kernel's own `[seconds.micro]` stamp, from `_SOURCE_MONOTONIC_TIMESTAMP`, as dmesg and syslog print it
     mono: str | None
+
+
+def named_host(name: str) -> str | None:
+    """The host a journal file's name names as `systemd-journal-remote --split-mode=host` writes them:
+    `remote-<host>.journal`, archived `remote-<host>@<...>.journal`, dirty `...journal~`; None for any other name
+    (journald's `system.journal`, ...) and for a sender named by its address (`remote-10.0.0.5.journal`), whose
+    entries may be any host's."""
+    if not name.startswith(REMOTE_PREFIX):
+        return None
+    host = name.removesuffix("~").removesuffix(".journal")[len(REMOTE_PREFIX) :].partition("@")[0]
+    if not host or ":" in host or all(c.isdigit() or c == "." for c in host):
+        return None
+    return host
 
 
 def is_journal_name(name: str) -> bool:
@@ -293,10 +317,41 @@ class JournalSource:
             raise ProviderConstructionError(
                 f"the journal source needs the cysystemd package (requirements.txt), which cannot be loaded: {exc}"
             ) from exc
+        #: the directory's files by the short name of the host their name names ("": named for no host), with the
+        #: state of the folders they were listed from; worked out again only when a folder changed
+        self._listing: tuple[tuple[tuple[str, int, int], ...], dict[str, list[JournalFile]]] | None = None
+
+    def files_for(self, collector: Collector) -> list[JournalFile]:
+        """The files that may hold the scope's entries: those named for a scope host and those named for none (a
+        file named for another host is never opened). OSError: the directory cannot be read."""
+        by_short = self._by_host()
+        if len(collector.names.short_names) * 4 > sum(map(len, by_short.values())):
+            found = [f for files in by_short.values() for f in files]
+        else:
+            found = [f for short in ("", *collector.names.short_names) for f in by_short.get(short, ())]
+        return [f for f in found if f.host is None or collector.node_for(f.host) is not None]
+
+    def _by_host(self) -> dict[str, list[JournalFile]]:
+        """The directory's files by host short name, listed again only when a folder's state changed."""
+        known = self._listing
+        if known is not None and all(_state(path) == (path, ino, mtime) for path, ino, mtime in known[0]):
+            return known[1]
+        states = [_state(str(self.root))]
+        files = journal_files(self.root)
+        folders = sorted({f.path.rpartition("/")[0] for f in files} - {str(self.root)})
+        states += [_state(folder) for folder in folders]
+        by_short: dict[str, list[JournalFile]] = {}
+        for journal in files:
+            host = journal.host
+            by_short.setdefault(host.lower().partition(".")[0] if host else "", []).append(journal)
+        settled = time.time_ns() - SETTLE_NS
+        if all(state[1] >= 0 and state[2] < settled for state in states):
+            self._listing = (tuple(states), by_short)
+        return by_short
 
     def scan(self, collector: Collector, deadline: Deadline, trace: TraceContext | None = None) -> None:
         try:
-            files = journal_files(self.root)
+            files = self.files_for(collector)
         except OSError as exc:
             raise ProviderProcessingError(
                 "the journal directory could not be read", kind=SourceFailure.UNREADABLE
@@ -340,6 +395,15 @@ class JournalSource:
                 break
         for node in {n for n in nodes.values() if n is not None}:
             collector.end_origin(node, origin)
+
+
+def _state(path: str) -> tuple[str, int, int]:
+    """(path, inode, modification time in ns) of a folder; -1s when it cannot be looked at (then never kept)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return path, -1, -1
+    return path, st.st_ino, st.st_mtime_ns
 
 
 def _check(deadline: Deadline) -> None:
