@@ -24,8 +24,24 @@ def _problems(doc: dict) -> dict[str, str]:
     return {p["where"]: p["severity"] for p in doc["problems"]}
 
 
-def test_the_samples_pass_and_every_host_and_file_is_reported(run_cli):
+def test_the_samples_pass_with_a_summary_by_default(run_cli):
     result = run_cli(["check"], samples_env())
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[2:5] == [
+        "  hosts: 8 (4 in folders, 4 in per-host files); their files: 10 read (10 ok)",
+        "  combined files: 1 read (1 ok); hosts named in their lines: 1",
+        "  lines span 2026-09-08T06:12:04.006012Z .. 2026-09-09T12:10:00.500700Z",
+    ]
+    assert "  hosts: 2; results: 2 read (1 fail, 1 pass)" in lines
+    assert not any(line.startswith(("  host ", "    ")) for line in lines)  # each host's lines: --verbose
+    verbose = run_cli(["check", "--verbose"], samples_env()).stdout.splitlines()
+    assert f"({len(verbose) - len(lines) + 1} lines on each host and file: check --verbose)" in lines
+    assert result.stdout.endswith("check passed: 0 errors, 0 warnings\n")
+
+
+def test_the_samples_pass_and_every_host_and_file_is_reported(run_cli):
+    result = run_cli(["check", "--verbose"], samples_env())
     assert result.exit_code == 0, result.output
     assert result.stderr == ""
     out = result.stdout
@@ -76,7 +92,7 @@ def test_the_samples_as_json(run_cli):
 
 
 def test_a_broken_tree_fails_naming_each_thing_to_fix(run_cli, tmp_path):
-    result = run_cli(["check"], broken_tree(tmp_path))
+    result = run_cli(["check", "--verbose"], broken_tree(tmp_path))
     assert result.exit_code == 1
     stderr = result.stderr.splitlines()
     assert len(stderr) == 1 and stderr[0].startswith(FAILED), result.stderr
