@@ -330,3 +330,36 @@ def test_the_old_provider_name_is_checked_as_the_new_one_with_one_notice(run_cli
     assert new.stderr == ""
     assert json.loads(old.stdout) == json.loads(new.stdout)
     assert json.loads(old.stdout)["provider"]["name"] == "telemetry"
+
+
+def test_a_host_s_long_file_is_sampled_by_its_ends_and_a_head_in_no_format_read_further(run_cli, tmp_path):
+    logs = tmp_path / "logs"
+    (logs / "worker-01").mkdir(parents=True)
+    line = (SAMPLES / "kernel-logs" / "worker-01" / "kern.log").read_text().splitlines()[0] + "\n"
+    noise = "a line of an application, in no syslog format at all\n"
+    (logs / "worker-01" / "kern.log").write_text(line * 3000)
+    # 40 unreadable lines first: more than the first 32 lines sampled, so the rest of the head is read, as the source
+    # looks for a known line in a file's first 64 KiB
+    (logs / "worker-02").mkdir()
+    (logs / "worker-02" / "kern.log").write_text(noise * 40 + line * 3000)
+    env = {"ATTRIBUTION_PROVIDER": "telemetry", "ATTRIBUTION_KERNEL_LOG_SOURCE": "files"}
+    result = run_cli(["check", "--json"], {**env, "ATTRIBUTION_KERNEL_LOG_DIR": str(logs)})
+    assert result.exit_code == 0, result.output
+    files = {h["name"]: h["files"][0] for h in json.loads(result.stdout)["details"]["kernel_logs"]["hosts"]}
+    assert files["worker-01"]["status"] == "ok" and files["worker-01"]["lines_sampled"] == 64
+    assert files["worker-02"]["status"] == "ok" and files["worker-02"]["first_unreadable_line"] == 1
+    assert files["worker-02"]["unreadable_lines"] == 40 and files["worker-02"]["lines_sampled"] > 64
+
+
+def test_a_rotated_file_out_of_order_is_a_warning(run_cli, tmp_path):
+    logs = tmp_path / "logs"
+    (logs / "worker-01").mkdir(parents=True)
+    lines = (SAMPLES / "kernel-logs" / "worker-01" / "kern.log").read_text().splitlines(keepends=True)
+    (logs / "worker-01" / "kern.log").write_text("".join(lines[:2]))  # the newer file starts at 11:40
+    (logs / "worker-01" / "kern.log.1").write_text("".join(lines[2:]))  # the older one goes on to 12:03
+    env = {"ATTRIBUTION_PROVIDER": "telemetry", "ATTRIBUTION_KERNEL_LOG_SOURCE": "files"}
+    result = run_cli(["check"], {**env, "ATTRIBUTION_KERNEL_LOG_DIR": str(logs)})
+    assert result.exit_code == 0, result.output
+    assert "  warning  worker-01/kern.log.1: holds lines up to 2026-09-09T12:03:40.770125Z, later than the start of " \
+           "the newer worker-01/kern.log (2026-09-09T11:40:02.118204Z): the files are out of rotation order" \
+           in result.stdout
