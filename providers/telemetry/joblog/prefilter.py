@@ -84,7 +84,16 @@ def feed_tail(parser: NodeParser, data: bytes) -> None:
     first = last = -1  # the current run: where its first line starts, where its last line ends
     pos = 0
     while pos < size:
-        if parser.in_block or first <= pos < last:
+        if first <= pos < last:  # the rest of a run of candidate lines: decoded at once, fed one by one
+            end = data.find(b"\n", last)
+            if end < 0:
+                end = size
+            feed = parser.feed
+            for line in data[pos:end].decode("utf-8", "replace").split("\n"):
+                feed(line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS])
+            pos = end + 1
+            continue
+        if parser.in_block:
             pos = _feed_line(parser, data, pos, size)
             continue
         while last < pos:
