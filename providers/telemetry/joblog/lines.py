@@ -122,6 +122,11 @@ class NodeParser:
     def feed(self, raw: str) -> None:
         """Take the next line (without its newline)."""
         self._number += 1
+        if raw[:5] == "[rank" and not (self._pending_desync or self._open_tracebacks) and raw.isprintable():
+            m = RANK_PREFIX.match(raw)
+            if m is not None:
+                self._ranked(raw if len(raw) <= MAX_LINE_CHARS else raw[:MAX_LINE_CHARS], m)
+                return
         if raw[:1] == "[" and raw.isprintable():
             # What `_split` makes of it: nothing to clean (`sanitize` only cuts it), and no collector prefix starts
             # with `[` (most job-log lines: `[rankN]:`, `[default0]:`, glog's `[E...]`)
@@ -162,6 +167,29 @@ class NodeParser:
             self._traceback(rank, body)
         if hits:
             self._records(rank, group, body, self._line(), hits)
+
+    def _ranked(self, text: str, m: re.Match[str]) -> None:
+        """`feed` for the usual line of a rank, `[rankN]:` first, nothing to clean, no traceback open and no desync
+        report waiting for its process group: the same steps, without those that cannot apply."""
+        rank = int(m.group("rank"))
+        body = text[m.end() :]
+        if body[:1] == " ":
+            body = body[1:]
+        self._current = (text, None)
+        self._current_line = None
+        hits = signals_in(body)
+        self._last_prefixed_rank = rank
+        seen = self._seen.get(rank)
+        if seen is None:
+            if len(self._seen) < MAX_RECORDS:
+                self._seen[rank] = [1, self._number, text, None, False]
+        else:
+            seen[0] += 1
+            seen[1], seen[2], seen[3], seen[4] = self._number, text, None, False
+        if body.startswith("Traceback"):
+            self._traceback(rank, body)
+        if hits:
+            self._records(rank, self._marker(body), body, self._line(), hits)
 
     @property
     def in_block(self) -> bool:
