@@ -188,3 +188,32 @@ def test_each_candidate_word_is_a_marker_of_the_table_or_a_structural_one() -> N
     words = prefilter.candidate_words()
     assert set(STANDALONE) <= set(words)
     assert set(words) == set(STANDALONE) | set(prefilter.STRUCTURAL) | set(prefilter.REREAD)
+
+
+#: torchelastic summaries the buffer reader cuts out whole, and variants it must hand to the parser line by line
+SUMMARY = [
+    "Failures:", "  <NO_OTHER_FAILURES>", "-" * 60, "Root Cause (first observed failure):", "[0]:",
+    "  time      : 2026-09-09_17:59:59", "  host      : node-a", "  rank      : 3 (local_rank: 3)",
+    "  exitcode  : -6 (pid: 9001)", "  error_file: <N/A>", "  traceback : Signal 6 (SIGABRT) received by PID 9001",
+    "=" * 60,
+]
+
+
+@pytest.mark.parametrize("variant", [
+    lambda lines: lines,
+    lambda lines: [*lines[:10], "  traceback : RuntimeError: ncclSystemError: unhandled system error", lines[-1]],
+    lambda lines: [*lines[:6], "node-a: stray output of the node's own host", *lines[6:]],
+    lambda lines: [*lines[:6], "[rank2]: a rank's line cut into the summary", *lines[6:]],
+    lambda lines: [*lines[:6], " 3: srun's label", *lines[6:]],
+    lambda lines: [*lines[:6], "[default3]:a role's line", *lines[6:]],
+    lambda lines: [*lines[:6], "Traceback (most recent call last):", *lines[6:]],
+    lambda lines: [*lines[:6], "  host      : node-b\r", *lines[6:]],
+    lambda lines: [*lines[:6], "[PG 0 Rank 3] a marker", *lines[6:]],
+    lambda lines: [lines[0], "  caf\u00e9", *lines[1:]],
+    lambda lines: lines[:-1],  # no closing line: fed one by one
+])
+def test_torchelastic_s_summary_cut_out_of_the_buffer_gives_what_every_line_gives(variant) -> None:
+    for before in ([], _training(3), ["Traceback (most recent call last):"]):
+        lines = [*before, *variant(SUMMARY), *_training(2)]
+        got, want, _ = _both("\n".join(lines).encode())
+        assert got == want

@@ -191,6 +191,35 @@ class NodeParser:
         if hits:
             self._records(rank, self._marker(body), body, self._line(), hits)
 
+    def summary(self, lines: list[str]) -> bool:
+        """Take torchelastic's failure summary, cut out of the buffer (`prefilter.feed_tail`), as `feed` would take
+        its lines one by one, when no step but the summary's own can apply to them: no block open and no desync
+        report waiting, and no line with a collector prefix, a rank prefix or marker, a process-group marker, a
+        traceback, or a marker of the signal table but torchelastic's (which gives no record by itself). False (and
+        nothing taken) otherwise: the lines are then fed."""
+        if self.in_block or self._pending_desync or len(lines) > MAX_BLOCK_LINES:
+            return False
+        joined = "\n".join(lines)
+        if not joined.isascii() or any(m in joined for m in _NOT_SUMMARY):
+            return False
+        if any(s.parse not in _SUMMARY_PARSES for s in signals_in(joined)):
+            return False
+        for line in lines:
+            if not line.isprintable() or line[:1].isdigit() or line.startswith(("{", "Traceback")):
+                return False
+            first = line[:1]
+            if (first == " " and SRUN_LABEL.match(line)) or (first == "[" and ROLE_PREFIX.match(line)):
+                return False
+            if first.isalnum() and self._own_host_off(line) is not line:
+                return False
+        for line in lines:
+            self._number += 1
+            self._current = (line, None)
+            self._current_line = None
+            if self._elastic_section is not None or line.startswith(("Failures:", "Root Cause")):
+                self._elastic(line)
+        return True
+
     @property
     def in_block(self) -> bool:
         """Whether the next lines may continue a block being followed (a traceback, torchelastic's summary, a CRI
@@ -542,6 +571,13 @@ def _cri(text: str, stamped: re.Match[str]) -> tuple[int, str, str] | None:
         return None
     m = CRI_HOST.match(text)
     return (m.end(), m.group("stream"), m.group("flag")) if m else None
+
+
+#: texts that make a summary line more than a summary line (`NodeParser.summary`): a rank prefix, a process-group
+#: marker, a torchrun role prefix
+_NOT_SUMMARY = ("[rank", "[PG ", "[Rank ")
+#: the signal table's kinds a summary line may hold a marker of (they give no record of their own)
+_SUMMARY_PARSES = frozenset({"elastic"})
 
 
 #: the longest text a `MARKER` match can span (`[PG ID <9 digits> PG GUID <128> Rank <9 digits>]` is 169)

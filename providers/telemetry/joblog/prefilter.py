@@ -46,6 +46,11 @@ STRUCTURAL = (
 REREAD = ('{"log":', " stdout P ", " stderr P ", "\x1b", "\x00")
 
 _RANK = b"[rank"
+#: where torchelastic's summary starts (`Failures:`, `Root Cause (first observed failure):`) and the line of `=` that
+#: ends it, looked for within _SUMMARY_BYTES
+_SUMMARY_STARTS = (b"Failures:", b"Root Cause")
+_SUMMARY_END = re.compile(rb"\n *=+ *(?:\n|\Z)")
+_SUMMARY_BYTES = 64 * 1024
 #: a gap of at most this many lines holding a `[rank` the byte patterns cannot place is read line by line; a larger
 #: one is halved
 _FEW_LINES = 32
@@ -85,6 +90,11 @@ def feed_tail(parser: NodeParser, data: bytes) -> None:
     pos = 0
     while pos < size:
         if first <= pos < last:  # the rest of a run of candidate lines: decoded at once, fed one by one
+            if data.startswith(_SUMMARY_STARTS, pos):
+                end = _summary(parser, data, pos)
+                if end > pos:
+                    pos = end
+                    continue
             end = data.find(b"\n", last)
             if end < 0:
                 end = size
@@ -105,6 +115,21 @@ def feed_tail(parser: NodeParser, data: bytes) -> None:
         if first > pos:
             _skip(parser, data, pos, first)
             pos = first
+
+
+def _summary(parser: NodeParser, data: bytes, pos: int) -> int:
+    """torchelastic's summary starting at `pos`, up to the line of `=` that ends it, cut out of the buffer and taken
+    by the parser at once (`NodeParser.summary`); where reading goes on, or `pos` when the parser would not take it
+    so (its lines are then fed one by one)."""
+    end = _SUMMARY_END.search(data, pos, pos + _SUMMARY_BYTES)
+    if end is None:
+        return pos
+    block = data[pos : end.end()]
+    if not block.isascii():
+        return pos
+    if not parser.summary(block.rstrip(b"\n").decode("ascii").split("\n")):
+        return pos
+    return end.end()
 
 
 def _feed_line(parser: NodeParser, data: bytes, pos: int, size: int) -> int:
