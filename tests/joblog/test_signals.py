@@ -123,7 +123,7 @@ def test_a_cuda_message_counts_only_beside_a_cuda_context_marker() -> None:
 def test_rows_are_consistent_with_the_ranking_and_name_their_sources() -> None:
     for row in SIGNALS:
         assert row.category is None or row.category in CATEGORY_RANK
-        assert (row.meaning is SignalMeaning.NODE) <= (row.category is not None)
+        assert row.meaning.names_node <= (row.category is not None)
         assert (row.meaning is SignalMeaning.APPLICATION) == (row.category == "application")
         assert "https://" in row.source, row.id
         assert row.says and row.never
@@ -146,21 +146,21 @@ def test_docs_list_every_signal_with_its_source() -> None:
 
 def test_the_file_is_checked_when_read() -> None:
     header = "id,parse,meaning,category,markers,says,never,example,source\n"
-    good = "x,text,node,network,abcd,s,n,abcd,https://a\n"
+    good = "x,text,link_fabric,network,abcd,s,n,abcd,https://a\n"
     assert parse_signals(header + good)[0].id == "x"
     with pytest.raises(SignalTableError):
         parse_signals(header + good + good)  # a repeated id
     with pytest.raises(SignalTableError):
-        parse_signals(header + "x,text,node,,abcd,s,n,abcd,https://a\n")  # a node row needs a category
+        parse_signals(header + "x,text,link_fabric,,abcd,s,n,abcd,https://a\n")  # a node row needs a category
     with pytest.raises(SignalTableError):
         parse_signals(header + "x,text,application,network,abcd,s,n,abcd,https://a\n")
     with pytest.raises(SignalTableError):
-        parse_signals(header + "x,guess,node,network,abcd,s,n,abcd,https://a\n")  # an unknown parse
+        parse_signals(header + "x,guess,link_fabric,network,abcd,s,n,abcd,https://a\n")  # an unknown parse
     with pytest.raises(SignalTableError):
         parse_signals(header + "x,text,maybe,,abcd,s,n,abcd,https://a\n")  # an unknown meaning
     with pytest.raises(SignalTableError):
-        parse_signals(header + "x,text,node,no_such_category,abcd,s,n,abcd,https://a\n")
+        parse_signals(header + "x,text,link_fabric,no_such_category,abcd,s,n,abcd,https://a\n")
     with pytest.raises(SignalTableError):
-        parse_signals(header + "x,text,node,network,ab,s,n,ab,https://a\n")  # a marker too short
+        parse_signals(header + "x,text,link_fabric,network,ab,s,n,ab,https://a\n")  # a marker too short
     with pytest.raises(SignalTableError):
         parse_signals(header)  # empty

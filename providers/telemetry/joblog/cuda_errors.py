@@ -40,9 +40,11 @@ class CudaErrorKind:
 
 
 _MEANINGS = {
-    SignalMeaning.NODE: Meaning.NODE,
+    SignalMeaning.NODE_HARDWARE: Meaning.NODE,
+    SignalMeaning.LINK_FABRIC: Meaning.NODE,
     SignalMeaning.APPLICATION: Meaning.APPLICATION,
     SignalMeaning.AMBIGUOUS: Meaning.UNKNOWN,
+    SignalMeaning.NODE_STATE: Meaning.UNKNOWN,  # a node only against the scope's other nodes, or corroborated
 }
 
 

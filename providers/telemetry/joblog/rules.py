@@ -380,7 +380,7 @@ def _signal_lines(work: Work) -> None:
             signal = BY_ID[ident]
             items = [Item(("signal", ident, h.line.text), line_evidence(h.line)) for h in hits]
             said = f"{node}: {ident}: {signal.says}"
-            if signal.meaning is SignalMeaning.NODE:
+            if signal.meaning.names_node:
                 assert signal.category is not None
                 work.node(node, signal.category, [Item(("said-signal", ident), said_evidence(said)), *items],
                           signals=[ident])
@@ -389,13 +389,15 @@ def _signal_lines(work: Work) -> None:
                                                           *items], (ident,)))
             else:
                 work.add_context(node, items)
-                if signal.meaning is SignalMeaning.AMBIGUOUS:
+                if signal.meaning in (SignalMeaning.AMBIGUOUS, SignalMeaning.NODE_STATE):
                     work.unsettled.setdefault(node, []).append(ident)
                 work.note(f"{node}: {_MEANING_WORDS[signal.meaning]} ({ident}): it names no node by itself", ident)
 
 
 _MEANING_WORDS = {
     SignalMeaning.CONFIGURATION: "the job's configuration or environment failed",
+    SignalMeaning.SCHEDULER: "the workload manager ended the job",
+    SignalMeaning.NODE_STATE: "the node's state kept the job from running",
     SignalMeaning.AMBIGUOUS: "a failure with no single cause was reported",
     SignalMeaning.CONSEQUENCE: "a failure that follows another one was reported",
 }

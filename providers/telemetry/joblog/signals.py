@@ -35,11 +35,22 @@ ANCHOR_LENGTH = 4
 class SignalMeaning(enum.StrEnum):
     """What a signal says about who failed."""
 
-    NODE = "node"  # a hardware, driver, link or fabric sign of the node that logged it
+    NODE_HARDWARE = "node_hardware"  # a hardware or driver sign of the node that logged it
+    LINK_FABRIC = "link_fabric"  # a link, NIC, NVLink/NVSwitch or fabric sign of the node that logged it
+    #: the node cannot run the job as it is (a required daemon not running, a GPU that needs a reset, a driver older
+    #: than the job's runtime, no usable device): it points at the nodes that show it while the scope's others do
+    #: not; shown by every node that reported, it is the job's configuration
+    NODE_STATE = "node_state"
     APPLICATION = "application"  # the program failed: the job's resources as a whole
     CONFIGURATION = "configuration"  # the job's configuration or environment: no node
+    SCHEDULER = "scheduler"  # the workload manager's own action (time limit, preemption, cancellation): no node
     AMBIGUOUS = "ambiguous"  # no single cause: a node only with corroboration (its kernel event in the window)
     CONSEQUENCE = "consequence"  # follows another failure: names no node by itself
+
+    @property
+    def names_node(self) -> bool:
+        """A sign of the node that logged it by itself (hardware, driver, link or fabric)."""
+        return self in (SignalMeaning.NODE_HARDWARE, SignalMeaning.LINK_FABRIC)
 
 
 @dataclass(frozen=True)
@@ -83,7 +94,7 @@ def parse_signals(text: str) -> tuple[Signal, ...]:
         category = raw["category"].strip() or None
         if category is not None and category not in CATEGORY_RANK:
             raise SignalTableError(f"{ident}: category {category!r} is not in the ranking")
-        if meaning is SignalMeaning.NODE and category is None:
+        if meaning.names_node and category is None:
             raise SignalTableError(f"{ident}: a node signal needs a category")
         if meaning is SignalMeaning.APPLICATION and category != "application":
             raise SignalTableError(f"{ident}: an application signal's category is `application`")
