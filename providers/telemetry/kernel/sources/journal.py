@@ -41,6 +41,7 @@ from providers.base import (
     SourceFailure,
     TraceContext,
 )
+from providers.telemetry.cache import Bounded
 from providers.telemetry.kernel.collect import KERNEL_TAG, Collector
 from providers.telemetry.kernel.parse import ParsedLine
 
@@ -76,8 +77,14 @@ _HEAD_TAIL_AT = 184
 _TAIL_OBJECT = struct.Struct("<Q")
 _TAIL_OBJECT_AT = 136
 _OBJECT_SIZE_AT = 8
-#: ranges of data read ahead one by one in a journal file (a sparse file's data between its holes)
+#: ranges of data looked at in a journal file (a sparse file's data between its holes), and the hole between two that
+#: is read with them rather than apart
 MAX_EXTENTS = 1024
+MERGE_GAP = 32 * 1024
+#: journal files whose ranges to read ahead are kept (a current and an archived file for 8,192 nodes; a few hundred
+#: bytes each)
+RANGE_FILES = 16384
+_RANGES: Bounded[str, tuple[tuple[int, int, int, int], tuple[tuple[int, int], ...]]] = Bounded(RANGE_FILES)
 
 
 @dataclass(frozen=True)
@@ -126,42 +133,57 @@ def read_ahead(path: str) -> None:
     holes). libsystemd reads a file through mappings, and the kernel fills a mapping's missing page with read-around
     of the device's read-ahead size (8 MiB on some volumes): each file then takes its whole allocation in memory, and
     thousands of files do not fit. Read ahead here, on the bytes up to the end of the last object (the header says
-    where it is), libsystemd then finds its pages in the cache and the unused space is never read."""
+    where it is) that hold data, libsystemd then finds its pages in the cache and the unused space is never read. The
+    ranges are worked out once per state of the file (its identity, size and modification time)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return
     try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # this descriptor's own reads: no read-ahead
-        head = os.pread(fd, _TAIL_OBJECT_AT + _TAIL_OBJECT.size, 0)
-        if len(head) < _TAIL_OBJECT_AT + _TAIL_OBJECT.size or head[:8] != SIGNATURE:
-            return
-        (tail,) = _TAIL_OBJECT.unpack_from(head, _TAIL_OBJECT_AT)
-        size = os.pread(fd, _TAIL_OBJECT.size, tail + _OBJECT_SIZE_AT) if tail else b""
-        end = tail + (_TAIL_OBJECT.unpack(size)[0] if len(size) == _TAIL_OBJECT.size else 0)
-        if 0 < end <= os.fstat(fd).st_size:
-            _read_ahead_data(fd, end)
+        st = os.fstat(fd)
+        state = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        known = _RANGES.get(path)
+        if known is None or known[0] != state:
+            known = (state, _data_ranges(fd, st.st_size))
+            _RANGES.put(path, known)
+        for start, length in known[1]:
+            os.posix_fadvise(fd, start, length, os.POSIX_FADV_WILLNEED)
     except OSError:
         return  # the reader says what is wrong with the file
     finally:
         os.close(fd)
 
 
-def _read_ahead_data(fd: int, end: int) -> None:
-    """Read ahead the bytes of `fd` before `end` that hold data (the holes a sparse copy left are never read: a hole
-    read fills the cache with zeros); at most MAX_EXTENTS ranges, then the rest in one."""
+def _data_ranges(fd: int, size: int) -> tuple[tuple[int, int], ...]:
+    """The ranges of `fd` before the end of its last object that hold data (a hole of a sparse copy, read, fills the
+    cache with zeros), ranges less than MERGE_GAP apart joined; at most MAX_EXTENTS looked at, then the rest in one."""
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # this descriptor's own reads: no read-ahead
+    head = os.pread(fd, _TAIL_OBJECT_AT + _TAIL_OBJECT.size, 0)
+    if len(head) < _TAIL_OBJECT_AT + _TAIL_OBJECT.size or head[:8] != SIGNATURE:
+        return ()
+    (tail,) = _TAIL_OBJECT.unpack_from(head, _TAIL_OBJECT_AT)
+    found = os.pread(fd, _TAIL_OBJECT.size, tail + _OBJECT_SIZE_AT) if tail else b""
+    end = tail + (_TAIL_OBJECT.unpack(found)[0] if len(found) == _TAIL_OBJECT.size else 0)
+    if not 0 < end <= size:
+        return ()
+    ranges: list[list[int]] = []
     at = 0
     for _ in range(MAX_EXTENTS):
         try:
             data = os.lseek(fd, at, os.SEEK_DATA)
         except OSError:  # ENXIO: no data after `at`
-            return
+            break
         if data >= end:
-            return
+            break
         hole = min(os.lseek(fd, data, os.SEEK_HOLE), end)
-        os.posix_fadvise(fd, data, hole - data, os.POSIX_FADV_WILLNEED)
+        if ranges and data - ranges[-1][1] < MERGE_GAP:
+            ranges[-1][1] = hole
+        else:
+            ranges.append([data, hole])
         at = hole
-    os.posix_fadvise(fd, at, end - at, os.POSIX_FADV_WILLNEED)
+    else:
+        ranges.append([at, end])
+    return tuple((start, stop - start) for start, stop in ranges)
 
 
 def reading_order(files: list[JournalFile], lo: int) -> list[JournalFile]:
