@@ -405,6 +405,7 @@ def check_files(c: Checker, source: FileSource) -> dict[str, Any]:
         if severity is not None:
             c.problem(severity, where, f"is skipped by the source: {reason}")
 
+    _read_ends_ahead(c, entries)
     for entry in entries:
         kind = entry_kind(entry)
         if kind == "dir":
@@ -467,6 +468,35 @@ def check_files(c: Checker, source: FileSource) -> dict[str, Any]:
     details["skipped_not_listed"] = max(0, len(skipped) - MAX_SKIPPED_LISTED)
     details.setdefault("combined_not_listed", 0)
     return details
+
+
+def _read_ends_ahead(c: Checker, entries: list[os.DirEntry[str]]) -> None:
+    """Ask the kernel to read both ends of the host folders' files ahead (`posix_fadvise`), before they are sampled
+    one by one: a fleet's thousands of files not in the page cache are then read side by side, not one at a time."""
+    for count, entry in enumerate(entries):
+        if count % 256 == 0 and c.deadline.expired:
+            return
+        try:
+            if not entry.is_dir():
+                continue
+            with os.scandir(entry.path) as inner:
+                paths = sorted(e.path for e in inner if e.is_file())[: MAX_FILES_PER_HOST * 2]
+        except OSError:
+            continue  # the check itself says what is wrong
+        for path in paths:
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            except OSError:
+                continue
+            try:
+                size = os.fstat(fd).st_size
+                os.posix_fadvise(fd, 0, END_BYTES, os.POSIX_FADV_WILLNEED)
+                if size > END_BYTES:
+                    os.posix_fadvise(fd, size - END_BYTES, END_BYTES, os.POSIX_FADV_WILLNEED)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
 
 
 def _summary(c: Checker, hosts: list[HostReport], combined: list[FileReport], skipped: list[dict[str, str]]) -> None:
