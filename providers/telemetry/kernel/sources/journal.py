@@ -133,18 +133,26 @@ def read_ahead(path: str) -> None:
     holes). libsystemd reads a file through mappings, and the kernel fills a mapping's missing page with read-around
     of the device's read-ahead size (8 MiB on some volumes): each file then takes its whole allocation in memory, and
     thousands of files do not fit. Read ahead here, on the bytes up to the end of the last object (the header says
-    where it is) that hold data, libsystemd then finds its pages in the cache and the unused space is never read. The
-    ranges are worked out once per state of the file (its identity, size and modification time)."""
+    where it is) that hold data, libsystemd then finds its pages in the cache and the unused space is never read.
+    Nothing is asked when the last object is in the page cache already (libsystemd read the file before); the ranges
+    are worked out once per state of the file (its identity, size and modification time)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return
     try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # this descriptor's own reads: no read-ahead
+        head = os.pread(fd, _TAIL_OBJECT_AT + _TAIL_OBJECT.size, 0)
+        if len(head) < _TAIL_OBJECT_AT + _TAIL_OBJECT.size or head[:8] != SIGNATURE:
+            return
+        (tail,) = _TAIL_OBJECT.unpack_from(head, _TAIL_OBJECT_AT)
+        if not tail or _in_cache(fd, tail):
+            return
         st = os.fstat(fd)
         state = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         known = _RANGES.get(path)
         if known is None or known[0] != state:
-            known = (state, _data_ranges(fd, st.st_size))
+            known = (state, _data_ranges(fd, tail, st.st_size))
             _RANGES.put(path, known)
         for start, length in known[1]:
             os.posix_fadvise(fd, start, length, os.POSIX_FADV_WILLNEED)
@@ -154,15 +162,19 @@ def read_ahead(path: str) -> None:
         os.close(fd)
 
 
-def _data_ranges(fd: int, size: int) -> tuple[tuple[int, int], ...]:
-    """The ranges of `fd` before the end of its last object that hold data (a hole of a sparse copy, read, fills the
-    cache with zeros), ranges less than MERGE_GAP apart joined; at most MAX_EXTENTS looked at, then the rest in one."""
-    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # this descriptor's own reads: no read-ahead
-    head = os.pread(fd, _TAIL_OBJECT_AT + _TAIL_OBJECT.size, 0)
-    if len(head) < _TAIL_OBJECT_AT + _TAIL_OBJECT.size or head[:8] != SIGNATURE:
-        return ()
-    (tail,) = _TAIL_OBJECT.unpack_from(head, _TAIL_OBJECT_AT)
-    found = os.pread(fd, _TAIL_OBJECT.size, tail + _OBJECT_SIZE_AT) if tail else b""
+def _in_cache(fd: int, offset: int) -> bool:
+    """Whether the byte at `offset` is in the page cache (a read that may not wait for the disk)."""
+    try:
+        return os.preadv(fd, [bytearray(1)], offset, os.RWF_NOWAIT) == 1
+    except OSError:  # BlockingIOError: not in the cache; EOPNOTSUPP: the file system cannot tell
+        return False
+
+
+def _data_ranges(fd: int, tail: int, size: int) -> tuple[tuple[int, int], ...]:
+    """The ranges of `fd` before the end of its last object (at `tail`) that hold data (a hole of a sparse copy,
+    read, fills the cache with zeros), ranges less than MERGE_GAP apart joined; at most MAX_EXTENTS looked at, then
+    the rest in one."""
+    found = os.pread(fd, _TAIL_OBJECT.size, tail + _OBJECT_SIZE_AT)
     end = tail + (_TAIL_OBJECT.unpack(found)[0] if len(found) == _TAIL_OBJECT.size else 0)
     if not 0 < end <= size:
         return ()
