@@ -527,7 +527,8 @@ def _decide(work: Work) -> JobLogConclusions:
 def _node_conclusion(work: Work, node: str, candidates: list[Candidate]) -> NodeConclusion:
     ordered = sorted(candidates, key=lambda c: _rank(c.category))
     evidence = _bounded([i for c in ordered for i in c.items], work.max_evidence)
-    return NodeConclusion(node, ordered[0].category, _earliest(evidence), evidence)
+    signals = tuple(dict.fromkeys(s for c in ordered for s in c.signals))
+    return NodeConclusion(node, ordered[0].category, _earliest(evidence), evidence, signals)
 
 
 def _bounded(items: list[Item], limit: int) -> tuple[Evidence, ...]:

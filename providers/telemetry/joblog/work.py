@@ -48,6 +48,8 @@ class NodeConclusion:
     category: str
     observed_at: datetime | None  # the earliest collector time among its lines, None when none has one
     evidence: tuple[Evidence, ...]
+    #: the signal table ids it was concluded from
+    signals: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,20 @@ class RankError:
     rank: int | None
     signal: str  # the signal table row
     evidence: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True)
+class History:
+    """What earlier attempts of the workload add to the current one (`history.py`)."""
+
+    #: nodes with an ambiguous signal now that an earlier attempt's node evidence names (not named otherwise)
+    nodes: tuple[NodeConclusion, ...] = ()
+    #: per node named now, the earlier attempts' ambiguous lines that corroborate it, with a sentence first
+    extra: Mapping[str, tuple[Evidence, ...]] = field(default_factory=dict)
+    #: sentences on what was not read
+    notes: tuple[str, ...] = ()
+    #: the earlier attempts whose logs were read
+    attempts: tuple[int, ...] = ()
 
 
 # ---------------------------------------------------------------- working types
