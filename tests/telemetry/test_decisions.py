@@ -12,8 +12,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from providers.base import AttributionRequest, Deadline, FailureContext, Phase, Scope, WorkloadContext
+from providers.telemetry.joblog import ReadLimits
+from providers.telemetry.joblog.history import EARLIER_BYTES_DIVISOR, MAX_EARLIER_ATTEMPTS, earlier_limits, with_history
+from providers.telemetry.joblog.source import FileJobLogSource, JobLogs, job_log_result
+from providers.telemetry.window import Window
 from tests.joblog import fixtures as fx
 from tests.joblog.support import cri, later, write_tree
+from tests.joblog.support import logs as parsed
 from tests.telemetry.conftest import fast_body, rsyslog
 from tests.telemetry.test_job_logs_app import DETECTED, WORKLOAD, _ask, _client, _findings, _kernel, _texts
 
@@ -217,3 +223,22 @@ def test_xid_43_is_the_jobs_with_nvidias_meaning(tmp_path: Path) -> None:
                            "resolution IGNORE/CONTACT_SUPPORT): NVIDIA: logged when a user application hits a "
                            "software induced fault")  # fmt: skip
     assert body["unattributed_targets"] == [{"name": "gpu30", "type": "Node"}]
+
+
+def test_earlier_attempts_are_read_within_their_share_of_the_bytes_and_the_time(tmp_path: Path) -> None:
+    limits = ReadLimits(node_bytes=4096, request_bytes=65536)
+    each = earlier_limits(limits, MAX_EARLIER_ATTEMPTS)
+    assert each.request_bytes * MAX_EARLIER_ATTEMPTS <= limits.request_bytes // EARLIER_BYTES_DIVISOR
+    assert each.node_bytes <= each.request_bytes
+    # An ECC error in attempt 0, `unknown error` now: with no time left, attempt 0 is not read, and the answer says so.
+    write_tree(tmp_path, {"node-a.log": list(fx.JADE_194_ECC)}, WORKLOAD, 0)
+    request = AttributionRequest(WORKLOAD, Scope(("node-a",), ()), FailureContext(DETECTED, "application_error"),
+                                 10000, WorkloadContext("w", 1), Phase.FAST)  # fmt: skip
+
+    current = job_log_result(request, ["node-a"], JobLogs(parsed({"node-a": [fx.WAN2GP_442_UNKNOWN]}), ()), {}, 8)
+    window = Window(DETECTED - timedelta(minutes=30), DETECTED + timedelta(minutes=5))
+    late = with_history(current, FileJobLogSource(tmp_path), request, window, Deadline(0.0), None, 8)
+    assert late.history.nodes == () and late.history.attempts == ()
+    assert "the time kept for earlier attempts ran out before attempt 0 was read" in late.notes
+    read = with_history(current, FileJobLogSource(tmp_path), request, window, Deadline.after_ms(10_000), None, 8)
+    assert [(c.node, c.category) for c in read.history.nodes] == [("node-a", "gpu_memory")]
