@@ -39,9 +39,9 @@ def merge(
     notes = list(kernel.notes)
     job_read = job.read_nodes if job is not None else frozenset()
     with_logs = [n for n in nodes if n in kernel.read or n in job_read]
-    if job is not None:
-        notes.extend(job.notes)
+    at = len(notes)  # the job logs' notes go here once it is known which nodes a finding names
     if not with_logs:
+        notes.extend(job.notes if job is not None else ())
         notes.insert(0, f"no kernel log lines for any of the {len(nodes)} nodes in the window")
         return outcome([], [], notes)
     merged = merge_per_node(nodes, [kernel.node_items])
@@ -73,6 +73,9 @@ def merge(
                 findings = [Finding(AllJobResources(), whole.category, when, whole.evidence[:max_evidence])]
     named = {f.target.name for f in findings if isinstance(f.target, NodeTarget)}
     if job is not None:
+        # A note on a node's signal that names no node by itself is settled once a finding names that node.
+        settled = {n for node in named for n in job.conclusions.node_notes.get(node, ())}
+        notes[at:at] = [n for n in job.notes if n not in settled]
         notes.extend(_unsettled_notes(job, named))
         if not findings and job.conclusions.silence:
             notes.append(

@@ -182,7 +182,7 @@ def _root_cause(work: Work, log: NodeLog, failure: ElasticFailure) -> None:
             work.note(
                 f"torchelastic's root cause rank {or_unknown(rank)} on {node} failed in communication, which follows "
                 "another failure: not attributed to its node by itself",
-                ROOT_CAUSE,
+                ROOT_CAUSE, node,
             )
             work.add_context(node, [summary, *items])
             return
@@ -199,7 +199,7 @@ def _left_to_the_kernel(work: Work, node: str, summary: Item, said: str) -> None
     kernel event to settle."""
     work.add_context(node, [summary])
     work.unsettled.setdefault(node, []).append(ROOT_CAUSE)
-    work.note(said, ROOT_CAUSE)
+    work.note(said, ROOT_CAUSE, node)
 
 
 def _summary_item(failure: ElasticFailure) -> Item:
@@ -409,7 +409,7 @@ def _by_meaning(work: Work, node: str, signal: Signal, items: list[Item], said: 
         work.add_context(node, items)
         if meaning is SignalMeaning.AMBIGUOUS:
             work.unsettled.setdefault(node, []).append(signal.id)
-        work.note(note or f"{node}: {signal.id}: it names no node by itself", signal.id)
+        work.note(note or f"{node}: {signal.id}: it names no node by itself", signal.id, node)
 
 
 # ---------------------------------------------------------------- node state, compared across the scope
@@ -521,6 +521,7 @@ def _decide(work: Work) -> JobLogConclusions:
         decided_by=tuple(dict.fromkeys(decided)),
         noted=tuple(dict.fromkeys(work.noted)),
         rank_errors=tuple(work.rank_errors),
+        node_notes={n: tuple(dict.fromkeys(notes)) for n, notes in work.node_notes.items()},
     )
 
 

@@ -88,6 +88,9 @@ class JobLogConclusions:
     #: the errors NVIDIA gives the program (a CUDA error of application meaning) as each rank raised them: what a
     #: comparison within the job reads (one GPU raising what the others, running the same code, do not)
     rank_errors: tuple[RankError, ...] = ()
+    #: per node, the notes about its own signals (a signal that names no node by itself): a finding that names the node
+    #: settles them
+    node_notes: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -164,14 +167,20 @@ class Work:
     #: node -> the signs it cannot run the job as it is (signal id, evidence), compared across the scope's nodes
     node_state: dict[str, list[tuple[str, list[Item]]]] = field(default_factory=dict)
     rank_errors: list[RankError] = field(default_factory=list)
+    #: node -> the notes about its own signals
+    node_notes: dict[str, list[str]] = field(default_factory=dict)
 
     def node(self, node: str, category: str, items: Iterable[Item], signals: Iterable[str] = ()) -> None:
         self.nodes.setdefault(node, []).append(Candidate(category, list(items), tuple(signals)))
 
-    def note(self, message: str, signal: str | None = None) -> None:
+    def note(self, message: str, signal: str | None = None, node: str | None = None) -> None:
+        """A sentence on what was not concluded; `node`: it is about that node's signal (a finding that names the
+        node later settles it, and the merge leaves it out)."""
         self.notes.append(message)
         if signal is not None:
             self.noted.append(signal)
+        if node is not None:
+            self.node_notes.setdefault(node, []).append(message)
 
     def add_context(self, node: str, items: Iterable[Item]) -> None:
         self.context.setdefault(node, []).extend(items)
