@@ -112,6 +112,7 @@ def test_node_state_beside_the_nodes_own_kernel_status_is_the_kernels_finding(tm
     texts = _texts(body["attributions"][0])
     assert "NV_ERR_RESET_REQUIRED (0x00000062, \"Reset required\"): the GPU needs a reset" in texts[0]
     assert fx.DEVICES_UNAVAILABLE[0] in texts
+    assert "error" not in body  # the job log's ambiguous signal is settled by the finding: no note is left
 
 
 # ---------------------------------------------------------------- comparison within the job
@@ -181,6 +182,7 @@ def test_an_earlier_attempts_node_evidence_corroborates_an_ambiguous_signal_now(
     assert texts[0].startswith("node-a: this attempt holds cudaErrorUnknown, which names no node by itself, and "
                                "attempt 0 of the same workload showed gpu_memory on the same node")  # fmt: skip
     assert fx.WAN2GP_442_UNKNOWN in texts and f"attempt 0: {fx.JADE_194_ECC[0]}" in texts
+    assert "error" not in body
 
 
 def test_history_alone_names_no_node(tmp_path: Path) -> None:
