@@ -126,7 +126,7 @@ def analyse(dumps: Mapping[int, Dump], job_ranks: Iterable[int] = (), complete: 
     waits.extend(_p2p_waits(members, dumps, summaries, unread))
     out.waiting = any(m.pending is not None or m.p2p_pending for s in summaries.values() for m in s.values())
     if not waits:
-        if dumps:
+        if dumps and not out.mismatches:
             out.notes.append(
                 f"the flight-recorder dumps of {len(dumps)} rank(s) show no rank waiting for another"
                 + (" (the unfinished collectives are ones every member of their group reached)" if out.waiting else "")
@@ -296,27 +296,27 @@ def _sentences(rank: int, waits: list[Wait], dumps: Mapping[int, Dump]) -> list[
     out = []
     for (group, seq, why), ws in sorted(by_point.items(), key=lambda kv: -len(kv[1])):
         waiters = sorted({w.waiter for w in ws})
-        peers = f"{len(waiters)} peer(s) ({_listing(waiters)})" if len(waiters) > 1 else f"rank {waiters[0]}"
+        peers = f"{len(waiters)} peers ({_listing(waiters)}) wait" if len(waiters) > 1 else f"rank {waiters[0]} waits"
         where = _quoted(group, ws[0].desc)
         op = _op(ws[0].op)
         if why == "missing":
             out.append(
-                f"rank {rank} wrote no flight-recorder dump; {peers} wait in seq {seq} ({op}) of {where}, "
+                f"rank {rank} wrote no flight-recorder dump; {peers} in seq {seq} ({op}) of {where}, "
                 "which includes it"
             )
         elif why == "p2p":
             out.append(
-                f"rank {rank} has no matching point-to-point operation pending; {peers} wait in {op} "
+                f"rank {rank} has no matching point-to-point operation pending; {peers} in {op} "
                 f"(p2p seq {seq}) of {where}"
             )
         elif why == "behind":
             pend = _oldest_pending(dumps[rank], group)
             last = f"last completed seq {pend.seq - 1}" if pend is not None and pend.seq else "is behind"
-            out.append(f"rank {rank} {last} of {where}; {peers} completed it and wait in seq {seq} ({op})")
+            out.append(f"rank {rank} {last} of {where}; {peers} in seq {seq} ({op}), past it")
         else:
             issued = _issued(dumps[rank], group)
             done = f"last issued seq {issued}" if issued is not None else "issued no collective"
-            out.append(f"rank {rank} {done} of {where}; {peers} wait in seq {seq} ({op})")
+            out.append(f"rank {rank} {done} of {where}; {peers} in seq {seq} ({op})")
     return out
 
 

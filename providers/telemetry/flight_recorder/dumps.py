@@ -366,11 +366,19 @@ def read_tail(head: bytes, tail: bytes, rank: int, cache: RanksCache, want: int 
     if found is None:
         return None
     first, pattern = found
-    base = Reader(head[:first])
+    # The first entry is read too (its keys are stored in the memo there), then taken off the stack: the list
+    # holds only the entries read from the tail.
+    second = head.find(pattern, first + 1)
+    if second == -1:
+        return None
+    base = Reader(head[:second])
     try:
-        base.run(0)
+        base.run(0, partial=True)
     except Refused:
         return None
+    if len(base.stack) < 2 or type(base.stack[-1]) is not dict or not base.marks or base.marks[-1] != len(base.stack) - 1:
+        return None
+    base.stack.pop()
     starts = [m.start() for m in re.finditer(re.escape(pattern), tail)]
     count = want
     while count <= len(starts):

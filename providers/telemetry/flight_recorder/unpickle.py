@@ -114,10 +114,9 @@ class Reader:
 
     # The loop is one function with the opcodes in the order a dump uses them most: per opcode it does a comparison
     # chain and a few list operations, no call.
-    def run(self, pos: int, *, stop_at_mark_close: int | None = None) -> int:  # noqa: C901, PLR0912, PLR0915
-        """Execute from `pos` until STOP; return the offset after it. `stop_at_mark_close`: also stop (and return
-        the offset of that opcode) when an APPENDS would close the mark at that stack depth -- how a tail read
-        stops at the end of the entries list without closing it."""
+    def run(self, pos: int, *, partial: bool = False) -> int:  # noqa: C901, PLR0912, PLR0915
+        """Execute from `pos` until STOP; return the offset after it. `partial`: the bytes end on purpose before
+        the STOP (the part of a dump before its entries, `dumps.read_tail`): return the end offset there."""
         data = self.data
         end = self.end
         stack = self.stack
@@ -155,8 +154,6 @@ class Reader:
                 if not marks:
                     raise Refused(f"APPENDS without a mark at offset {pos - 1}")
                 at = marks[-1]
-                if stop_at_mark_close is not None and at == stop_at_mark_close:
-                    return pos - 1
                 marks.pop()
                 if at < 1:
                     raise Refused(f"APPENDS with nothing to append to at offset {pos - 1}")
@@ -315,6 +312,8 @@ class Reader:
                 return pos
             else:
                 raise Refused(f"{opcode_name(op)} at offset {pos - 1}: not plain data")
+        if partial and pos == end:
+            return pos
         raise Refused(f"the stream ends at offset {end} before its STOP")
 
     def _get(self, index: int, pos: int) -> object:
