@@ -111,19 +111,22 @@ def _op(op: str) -> str:
     return op.split(":", 1)[-1]
 
 
-def analyse(dumps: Mapping[int, Dump], job_ranks: Iterable[int] = (), complete: bool = True) -> Conclusions:
+def analyse(
+    dumps: Mapping[int, Dump], job_ranks: Iterable[int] = (), complete: bool = True, unread: Iterable[int] = ()
+) -> Conclusions:
     """Conclusions from `dumps` (rank -> Dump). `job_ranks`: the job's ranks as the request names them (members of
     the default group of a backend that records no group table); `complete` False: some node folders were not read
-    (the deadline came first), so a rank without a dump may have one there: it is neither blamed nor missing."""
+    (the deadline came first), so a rank without a dump may have one there: it is neither blamed nor missing;
+    `unread`: ranks whose dump could not be read, likewise."""
     out = Conclusions()
-    unread: set[int] | None = None if complete else set()
+    failed: set[int] | None = set(unread) if complete else None
     summaries = {rank: _summaries(d) for rank, d in dumps.items()}
     members, descs = _members(dumps, summaries, set(job_ranks) | set(dumps))
     _mismatches(summaries, descs, out)
     waits: list[Wait] = []
     for group, ranks in members.items():
-        waits.extend(_group_waits(group, descs.get(group, ""), ranks, dumps, summaries, unread))
-    waits.extend(_p2p_waits(members, dumps, summaries, unread))
+        waits.extend(_group_waits(group, descs.get(group, ""), ranks, dumps, summaries, failed))
+    waits.extend(_p2p_waits(members, dumps, summaries, failed))
     out.waiting = any(m.pending is not None or m.p2p_pending for s in summaries.values() for m in s.values())
     if not waits:
         if dumps and not out.mismatches:
@@ -190,7 +193,7 @@ def _group_waits(
             if m == r:
                 continue
             if m not in dumps:
-                if unread is None:
+                if unread is not None and m not in unread:
                     waits.append(Wait(r, m, group, desc, s, point.op, "missing"))
                 continue
             theirs = info.get(m)
@@ -245,7 +248,7 @@ def _p2p_waits(
                 if other == r:
                     continue
                 if other not in dumps:
-                    if unread is None:
+                    if unread is not None and other not in unread:
                         waits.append(Wait(r, other, group, e.desc, e.p2p_seq, e.op, "missing"))
                     continue
                 me = ranks.index(r)
@@ -301,8 +304,7 @@ def _sentences(rank: int, waits: list[Wait], dumps: Mapping[int, Dump]) -> list[
         op = _op(ws[0].op)
         if why == "missing":
             out.append(
-                f"rank {rank} wrote no flight-recorder dump; {peers} in seq {seq} ({op}) of {where}, "
-                "which includes it"
+                f"rank {rank} wrote no flight-recorder dump; {peers} in seq {seq} ({op}) of {where}, which includes it"
             )
         elif why == "p2p":
             out.append(

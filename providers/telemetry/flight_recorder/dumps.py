@@ -376,7 +376,12 @@ def read_tail(head: bytes, tail: bytes, rank: int, cache: RanksCache, want: int 
         base.run(0, partial=True)
     except Refused:
         return None
-    if len(base.stack) < 2 or type(base.stack[-1]) is not dict or not base.marks or base.marks[-1] != len(base.stack) - 1:
+    if (
+        len(base.stack) < 2
+        or type(base.stack[-1]) is not dict
+        or not base.marks
+        or base.marks[-1] != len(base.stack) - 1
+    ):
         return None
     base.stack.pop()
     starts = [m.start() for m in re.finditer(re.escape(pattern), tail)]

@@ -71,7 +71,7 @@ def conclude(
         )
     placed = {rank: names.node_for(folder) for rank, folder in read.node_of.items()}
     out.read_nodes = frozenset(n for n in placed.values() if n is not None)
-    conclusions: Conclusions = analyse(read.dumps, job_ranks, complete=not read.late)
+    conclusions: Conclusions = analyse(read.dumps, job_ranks, complete=not read.late, unread=read.failed)
     for dump in read.dumps.values():
         for note in dump.notes:
             if note not in out.notes:

@@ -56,6 +56,8 @@ class DumpsRead:
     unreadable: list[str] = field(default_factory=list)
     #: node folders the deadline came before
     late: list[str] = field(default_factory=list)
+    #: ranks whose dump file could not be read: not blamed, not counted as without a dump
+    failed: set[int] = field(default_factory=set)
     #: whether the attempt's folder exists
     found: bool = False
     notes: list[str] = field(default_factory=list)
@@ -128,6 +130,7 @@ def _read_node(
             continue
         if not stat.S_ISREG(mode):
             out.unreadable.append(f"{where} is not a regular file and was not opened")
+            out.failed.add(rank)
             continue
         if rank in out.dumps:
             out.unreadable.append(f"{where} is a second dump of rank {rank} (the one in {out.node_of[rank]}/ was read)")
@@ -136,6 +139,7 @@ def _read_node(
             dump = read_file(e.path, rank, is_json, cache, max_file_bytes)
         except Unreadable as exc:
             out.unreadable.append(f"{where} was not read as a flight-recorder dump: {exc}")
+            out.failed.add(rank)
             continue
         out.dumps[rank] = dump
         out.node_of[rank] = node

@@ -24,8 +24,12 @@ def tree(tmp: Path, case: str, workload: str = "job-1", attempt: int = 0) -> Pat
     return folder
 
 
-def conclude_folder(folder: Path, nodes: list[str] | None = None, rank_nodes: dict[int, str] | None = None,
-                    ranks: list[int] | None = None) -> FlightRecorderResult:
+def conclude_folder(
+    folder: Path,
+    nodes: list[str] | None = None,
+    rank_nodes: dict[int, str] | None = None,
+    ranks: list[int] | None = None,
+) -> FlightRecorderResult:
     read = read_dumps(folder, Deadline(time.monotonic() + 60))
     scope = nodes if nodes is not None else sorted(p.name for p in folder.iterdir() if p.is_dir())
     return conclude(read, scope, ranks or [], rank_nodes or {}, DETECTED)
@@ -94,16 +98,38 @@ def pickled(v: object) -> bytes:
     return Pickler().dumps(v)
 
 
-def entry(group: str, seq: int, state: str = "completed", op: str = "nccl:all_reduce", size: int = 1024,
-          record: int = 0, desc: str = "default_pg", created: int = 1_790_000_000_000_000_000) -> dict[str, object]:
+def entry(
+    group: str,
+    seq: int,
+    state: str = "completed",
+    op: str = "nccl:all_reduce",
+    size: int = 1024,
+    record: int = 0,
+    desc: str = "default_pg",
+    created: int = 1_790_000_000_000_000_000,
+) -> dict[str, object]:
     """One 2.10 entry, fields in the order PyTorch writes them."""
     return {
-        "record_id": record, "pg_id": 0, "process_group": (group, desc), "thread_name": "pt_main_thread",
-        "thread_id": "140000000000000", "collective_seq_id": seq, "p2p_seq_id": 0, "op_id": seq,
-        "profiling_name": op, "time_created_ns": created + seq * 1_000_000, "input_sizes": [[size]],
-        "input_dtypes": ["Float"], "output_sizes": [[size]], "output_dtypes": ["Float"], "state": state,
-        "time_discovered_started_ns": None, "time_discovered_completed_ns": None, "retired": state == "completed",
-        "timeout_ms": 600000, "is_p2p": False,
+        "record_id": record,
+        "pg_id": 0,
+        "process_group": (group, desc),
+        "thread_name": "pt_main_thread",
+        "thread_id": "140000000000000",
+        "collective_seq_id": seq,
+        "p2p_seq_id": 0,
+        "op_id": seq,
+        "profiling_name": op,
+        "time_created_ns": created + seq * 1_000_000,
+        "input_sizes": [[size]],
+        "input_dtypes": ["Float"],
+        "output_sizes": [[size]],
+        "output_dtypes": ["Float"],
+        "state": state,
+        "time_discovered_started_ns": None,
+        "time_discovered_completed_ns": None,
+        "retired": state == "completed",
+        "timeout_ms": 600000,
+        "is_p2p": False,
     }
 
 
@@ -112,7 +138,8 @@ def dump_210(entries: list[dict[str, object]], ranks: str = "[0, 1, 2, 3]") -> d
         "version": "2.10",
         "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": ranks}},
         "comm_lib_version": "2.27.3",
-        "pg_status": {"0": {"last_enqueued_collective": 0, "last_started_collective": -1,
-                            "last_completed_collective": 0}},
+        "pg_status": {
+            "0": {"last_enqueued_collective": 0, "last_started_collective": -1, "last_completed_collective": 0}
+        },
         "entries": entries,
     }

@@ -22,8 +22,8 @@ JSONS = sorted(FIXTURES.rglob("*.json"))
 
 
 @pytest.mark.parametrize(
-    ("folder", "version"), [("v1.4", "1.4"), ("v2.9", "2.9"), ("v2.10", "2.10"), ("v2.9-json", "2.9"),
-                            ("v2.10-json", "2.10")],
+    ("folder", "version"),
+    [("v1.4", "1.4"), ("v2.9", "2.9"), ("v2.10", "2.10"), ("v2.9-json", "2.9"), ("v2.10-json", "2.10")],
 )
 def test_every_version_is_read(folder: str, version: str) -> None:
     files = [p for p in (FIXTURES / folder).rglob("*") if p.is_file() and not p.name.endswith(".md")]
@@ -48,10 +48,12 @@ def test_json_and_pickle_of_one_rank_agree() -> None:
         for path in (FIXTURES / f"{version}-json" / "not_reached").rglob("*.json"):
             rank = int(path.name.removesuffix(".json").rsplit("_", 1)[1])
             j = read_file(str(path), rank, True, RanksCache())
-            p = read_file(str(FIXTURES / version / "not_reached" / path.parent.name / path.stem), rank, False,
-                          RanksCache())
-            assert [(e.group, e.seq, e.op, e.done) for e in j.entries] == [(e.group, e.seq, e.op, e.done)
-                                                                             for e in p.entries]
+            p = read_file(
+                str(FIXTURES / version / "not_reached" / path.parent.name / path.stem), rank, False, RanksCache()
+            )
+            assert [(e.group, e.seq, e.op, e.done) for e in j.entries] == [
+                (e.group, e.seq, e.op, e.done) for e in p.entries
+            ]
 
 
 def test_a_class_lookup_that_would_run_a_command_is_refused_and_runs_nothing(tmp_path: Path) -> None:
@@ -71,9 +73,17 @@ def test_a_class_lookup_that_would_run_a_command_is_refused_and_runs_nothing(tmp
 
 @pytest.mark.parametrize(
     "stream",
-    [b"\x80\x02c__builtin__\neval\n.", b"\x80\x02\x8c\x02os\x8c\x06system\x93.", b"\x80\x02}(K\x01K\x02ub.",
-     b"\x80\x02X\x01\x00\x00\x00xQ.", b"\x80\x02N\x82\x01.", b"\x80\x02]K\x01\x81.", b"\x80\x02(K\x01i.",
-     b"\x80\x02(K\x01o.", b"\x80\x02U\x01x."],
+    [
+        b"\x80\x02c__builtin__\neval\n.",
+        b"\x80\x02\x8c\x02os\x8c\x06system\x93.",
+        b"\x80\x02}(K\x01K\x02ub.",
+        b"\x80\x02X\x01\x00\x00\x00xQ.",
+        b"\x80\x02N\x82\x01.",
+        b"\x80\x02]K\x01\x81.",
+        b"\x80\x02(K\x01i.",
+        b"\x80\x02(K\x01o.",
+        b"\x80\x02U\x01x.",
+    ],
 )
 def test_every_opcode_beyond_plain_data_is_refused(stream: bytes) -> None:
     with pytest.raises(Refused):
@@ -111,9 +121,15 @@ def test_a_container_cannot_come_to_hold_itself() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    [b'{"version": 2.1}', b'{"version": "2.10", "entries": {}}', b'{"version": "2.10", "entries": [1]}',
-     b'{"version": "2.10", "entries": [{"profiling_name": "nccl:all_reduce", "state": "done", "retired": false}]}',
-     b'{"version": "2.10", "pg_config": [], "entries": []}', b"not json", b"[]"],
+    [
+        b'{"version": 2.1}',
+        b'{"version": "2.10", "entries": {}}',
+        b'{"version": "2.10", "entries": [1]}',
+        b'{"version": "2.10", "entries": [{"profiling_name": "nccl:all_reduce", "state": "done", "retired": false}]}',
+        b'{"version": "2.10", "pg_config": [], "entries": []}',
+        b"not json",
+        b"[]",
+    ],
 )
 def test_wrong_types_in_json_are_a_note(text: bytes) -> None:
     with pytest.raises(Unreadable):

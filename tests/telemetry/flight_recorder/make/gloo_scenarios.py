@@ -56,7 +56,10 @@ def run_rank(scenario: str, rank: int, world: int, port: int, out: str) -> None:
     import torch.distributed as dist
 
     dist.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
         timeout=timedelta(seconds=TIMEOUT_S),
     )
     json_too = scenario in ("not_reached", "mismatch_size")
@@ -117,13 +120,26 @@ def run_rank(scenario: str, rank: int, world: int, port: int, out: str) -> None:
     os._exit(0)  # the process group may be broken; leave without its teardown
 
 
-SCENARIOS = {"completed": 4, "not_reached": 4, "behind": 4, "groups": 6, "mismatch_size": 4,
-             "mismatch_dtype": 4, "mismatch_op": 4}
+SCENARIOS = {
+    "completed": 4,
+    "not_reached": 4,
+    "behind": 4,
+    "groups": 6,
+    "mismatch_size": 4,
+    "mismatch_dtype": 4,
+    "mismatch_op": 4,
+}
 
 
 def main() -> None:
     if sys.argv[1] == "--rank":
-        scenario, rank, world, port, out = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+        scenario, rank, world, port, out = (
+            sys.argv[2],
+            int(sys.argv[3]),
+            int(sys.argv[4]),
+            int(sys.argv[5]),
+            sys.argv[6],
+        )
         run_rank(scenario, rank, world, port, out)
         return
     out = sys.argv[1]
@@ -133,8 +149,21 @@ def main() -> None:
         world = SCENARIOS[name]
         port = _free_port()
         procs = [
-            subprocess.Popen([sys.executable, "-W", "ignore", __file__, "--rank", name, str(r), str(world), str(port),
-                              os.path.join(out, name)], env=env)
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-W",
+                    "ignore",
+                    __file__,
+                    "--rank",
+                    name,
+                    str(r),
+                    str(world),
+                    str(port),
+                    os.path.join(out, name),
+                ],
+                env=env,
+            )
             for r in range(world)
         ]
         for p in procs:

@@ -1,0 +1,89 @@
+"""The analysis on real dumps: who the others waited for, on which node, and when no one is named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.telemetry.flight_recorder.support import conclude_folder, tree
+
+
+@pytest.mark.parametrize("version", ["v2.9", "v2.10"])
+@pytest.mark.parametrize(
+    ("scenario", "node", "rank"), [("not_reached", "node-1", 3), ("behind", "node-1", 2), ("groups", "node-2", 5)]
+)
+def test_the_rank_the_others_waited_for_names_its_node(
+    tmp_path: Path, version: str, scenario: str, node: str, rank: int
+) -> None:
+    result = conclude_folder(tree(tmp_path, f"{version}/{scenario}"))
+    assert set(result.node_items) == {node}
+    texts = [i.message for i in result.node_items[node]]
+    assert texts and all(t.startswith(f"rank {rank} ") for t in texts)
+    assert {i.source for i in result.node_items[node]} == {"flight_recorder"}
+    assert {i.category for i in result.node_items[node]} == {"collective_hang"}
+
+
+def test_json_dumps_conclude_as_pickles(tmp_path: Path) -> None:
+    result = conclude_folder(tree(tmp_path, "v2.10-json/not_reached"))
+    assert list(result.node_items) == ["node-1"]
+
+
+def test_version_14_names_the_rank_behind_in_sequence(tmp_path: Path) -> None:
+    result = conclude_folder(tree(tmp_path, "v1.4/behind"))
+    assert list(result.node_items) == ["node-1"]
+    assert result.node_items["node-1"][0].message.startswith('rank 2 last completed seq 6 of group "default"')
+
+
+def test_point_to_point_names_the_rank_that_never_posted_the_match(tmp_path: Path) -> None:
+    result = conclude_folder(tree(tmp_path, "v1.4/p2p"))
+    assert list(result.node_items) == ["node-0"]
+    assert "rank 0 has no matching point-to-point operation pending; rank 1 waits in recv 1<-0" in (
+        result.node_items["node-0"][0].message
+    )
+
+
+@pytest.mark.parametrize("kind", ["mismatch_size", "mismatch_dtype", "mismatch_op"])
+def test_collectives_that_differ_are_the_jobs_code(tmp_path: Path, kind: str) -> None:
+    result = conclude_folder(tree(tmp_path, f"v2.10/{kind}"))
+    assert not result.node_items
+    assert [i.category for i in result.job_items] == ["application"]
+    assert 'seq 4 of group "0" (default_pg)' in result.job_items[0].message
+
+
+def test_no_one_waiting_names_no_node_and_says_so(tmp_path: Path) -> None:
+    result = conclude_folder(tree(tmp_path, "v2.10/completed"))
+    assert not result.node_items and not result.job_items and result.no_wait
+    assert any("show no rank waiting for another" in n for n in result.notes)
+
+
+def test_a_missing_dump_is_placed_on_the_only_node_without_dumps(tmp_path: Path) -> None:
+    folder = tree(tmp_path, "v2.10/not_reached")
+    (folder / "node-1" / "nccl_trace_rank_3").unlink()
+    (folder / "node-1" / "nccl_trace_rank_2").unlink()
+    # gloo records no group table: the default group's members are the request's ranks
+    result = conclude_folder(folder, nodes=["node-0", "node-1"], ranks=[0, 1, 2, 3])
+    # rank 2 and 3 both left no dump: which node holds which is not known from the folders, and no job log says
+    assert not result.node_items
+    assert any("wrote no dump and whose node neither" in n for n in result.notes)
+    result = conclude_folder(folder, ["node-0", "node-1"], {2: "node-1", 3: "node-1"}, [0, 1, 2, 3])
+    assert list(result.node_items) == ["node-1"]
+    texts = [i.message for i in result.node_items["node-1"]]
+    assert any("its node is the one whose job log holds its `[rank3]:` lines" in t for t in texts)
+
+
+def test_the_one_scope_node_without_dumps_holds_the_missing_rank(tmp_path: Path) -> None:
+    folder = tree(tmp_path, "v2.10/not_reached")
+    (folder / "node-1" / "nccl_trace_rank_3").unlink()
+    (folder / "node-1" / "nccl_trace_rank_2").rename(folder / "node-0" / "nccl_trace_rank_2")
+    (folder / "node-1").rmdir()
+    result = conclude_folder(folder, nodes=["node-0", "node-1"], ranks=[0, 1, 2, 3])
+    assert list(result.node_items) == ["node-1"]
+    assert "its node is the only scope node that left no flight-recorder dump" in result.node_items["node-1"][0].message
+
+
+def test_a_rank_with_a_dump_is_named_before_one_without(tmp_path: Path) -> None:
+    folder = tree(tmp_path, "v2.10/groups")
+    (folder / "node-0" / "nccl_trace_rank_0").unlink()
+    result = conclude_folder(folder)
+    assert list(result.node_items) == ["node-2"]
