@@ -317,8 +317,10 @@ def _sentences(rank: int, waits: list[Wait], dumps: Mapping[int, Dump]) -> list[
             out.append(f"rank {rank} {last} of {where}; {peers} in seq {seq} ({op}), past it")
         else:
             issued = _issued(dumps[rank], group)
-            done = f"last issued seq {issued}" if issued is not None else "issued no collective"
-            out.append(f"rank {rank} {done} of {where}; {peers} in seq {seq} ({op})")
+            if issued is not None:
+                out.append(f"rank {rank} last issued seq {issued} of {where}; {peers} in seq {seq} ({op})")
+            else:
+                out.append(f"rank {rank}'s dump holds no collective of {where}; {peers} in seq {seq} ({op})")
     return out
 
 

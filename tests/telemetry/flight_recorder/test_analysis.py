@@ -87,3 +87,11 @@ def test_a_rank_with_a_dump_is_named_before_one_without(tmp_path: Path) -> None:
     (folder / "node-0" / "nccl_trace_rank_0").unlink()
     result = conclude_folder(folder)
     assert list(result.node_items) == ["node-2"]
+
+
+@pytest.mark.parametrize(("scenario", "node", "rank"), [("gpu_fault", "node-1", 6), ("full", "node-1", 6),
+                                                         ("stopped", "node-0", 3)])
+def test_version_21_dumps_of_nccl_name_the_faulty_rank(tmp_path: Path, scenario: str, node: str, rank: int) -> None:
+    result = conclude_folder(tree(tmp_path, f"v2.1/{scenario}"))
+    assert set(result.node_items) == {node}
+    assert all(i.message.startswith(f"rank {rank}") for i in result.node_items[node])
