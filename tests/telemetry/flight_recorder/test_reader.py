@@ -23,7 +23,14 @@ JSONS = sorted(FIXTURES.rglob("*.json"))
 
 @pytest.mark.parametrize(
     ("folder", "version"),
-    [("v1.4", "1.4"), ("v2.1", "2.1"), ("v2.9", "2.9"), ("v2.10", "2.10"), ("v2.9-json", "2.9"), ("v2.10-json", "2.10")],
+    [
+        ("v1.4", "1.4"),
+        ("v2.1", "2.1"),
+        ("v2.9", "2.9"),
+        ("v2.10", "2.10"),
+        ("v2.9-json", "2.9"),
+        ("v2.10-json", "2.10"),
+    ],
 )
 def test_every_version_is_read(folder: str, version: str) -> None:
     files = [p for p in (FIXTURES / folder).rglob("*") if p.is_file() and not p.name.endswith(".md")]

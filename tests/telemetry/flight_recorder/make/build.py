@@ -20,8 +20,11 @@ def main() -> None:
     name, build = sys.argv[1], sys.argv[2]
     here = os.path.dirname(os.path.abspath(__file__))
     nvidia = os.path.join(site.getsitepackages()[0], "nvidia")
-    include = [os.path.join(nvidia, d, "include") for d in sorted(os.listdir(nvidia))
-               if os.path.isdir(os.path.join(nvidia, d, "include"))]
+    include = [
+        os.path.join(nvidia, d, "include")
+        for d in sorted(os.listdir(nvidia))
+        if os.path.isdir(os.path.join(nvidia, d, "include"))
+    ]
     toolkit = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "include")
     own = os.path.join(build, "cuda-include")
     os.makedirs(own, exist_ok=True)
@@ -30,8 +33,12 @@ def main() -> None:
         if not os.path.lexists(link):
             os.symlink(os.path.join(toolkit, sub), link)
     cpp_extension.load(
-        name=name, sources=[os.path.join(here, f"{name}.cpp")], extra_include_paths=[*include, own],
-        extra_cflags=["-O0", "-DUSE_C10D_NCCL"], extra_ldflags=["-ltorch_cuda", "-lc10_cuda"], build_directory=build,
+        name=name,
+        sources=[os.path.join(here, f"{name}.cpp")],
+        extra_include_paths=[*include, own],
+        extra_cflags=["-O0", "-DUSE_C10D_NCCL"],
+        extra_ldflags=["-ltorch_cuda", "-lc10_cuda"],
+        build_directory=build,
     )
     print(build)
 

@@ -1,4 +1,4 @@
-"""Dev-only. Version-1.4 dumps written by PyTorch 2.3's own flight recorder and pickler (fr23.cpp), one process per rank.
+"""Dev-only. Version-1.4 dumps written by PyTorch 2.3's own flight recorder and pickler (fr23.cpp), a process a rank.
 
 Four ranks on two nodes, groups: default (0-3, pg 0), pairs {0,1} (pg 1 on ranks 0,1) and {2,3} (pg 1 on ranks 2,3).
 Scenario `behind`: every rank completed default-group collectives 1-6; ranks 0,1,3 completed 7 and wait in 8;

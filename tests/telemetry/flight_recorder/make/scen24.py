@@ -1,4 +1,4 @@
-"""Dev-only. Version-2.1 dumps written by PyTorch 2.4's own flight recorder and pickler (fr24.cpp), one process per rank.
+"""Dev-only. Version-2.1 dumps written by PyTorch 2.4's own flight recorder and pickler (fr24.cpp), a process a rank.
 
 Eight ranks on two nodes (four a node), groups named as `new_group` names them ("0" the default group, then "1".."8"
 in creation order), with Megatron's descriptions: tensor-parallel pairs, data-parallel groups of four, and
@@ -8,6 +8,7 @@ never issued or never finished; every other rank's pipeline send and recv are ma
 LOCK_GIL): rank 3 issued nothing after seq 20 of its groups and is idle; its peers wait. Each dump holds only the
 entries not completed, as a dump on timeout with `onlyActive` holds them, except `full`, which holds all.
 """
+
 import os
 import sys
 
@@ -34,23 +35,42 @@ for name, (desc, ranks) in mine.items():
 ids = {name: i for i, name in enumerate(mine)}
 op_ids = {name: 0 for name in mine}
 
+
 def coll(name, seq, op, sizes, state):
     op_ids[name] += 1
     desc = mine[name][0]
-    fr24.record(ids[name], name, desc, seq, 0, op_ids[name], op, sizes, sizes, "BFloat16", state, state == "completed", False)
+    fr24.record(
+        ids[name], name, desc, seq, 0, op_ids[name], op, sizes, sizes, "BFloat16", state, state == "completed", False
+    )
+
 
 def p2p(name, seq, p2p_seq, kind, peer, state):
     desc, ranks = mine[name]
     me = ranks.index(rank)
     arrow = f"{me}->{peer}" if kind == "send" else f"{me}<-{peer}"
     op_ids[name] += 1
-    fr24.record(ids[name], name, desc, seq, p2p_seq, op_ids[name], f"nccl:{kind} {arrow}", [[4096, 1024]], [[4096, 1024]],
-                "BFloat16", state, state == "completed", True)
+    fr24.record(
+        ids[name],
+        name,
+        desc,
+        seq,
+        p2p_seq,
+        op_ids[name],
+        f"nccl:{kind} {arrow}",
+        [[4096, 1024]],
+        [[4096, 1024]],
+        "BFloat16",
+        state,
+        state == "completed",
+        True,
+    )
+
 
 tp = next(n for n, (d, r) in mine.items() if d.startswith("TENSOR"))
 dp = next(n for n, (d, r) in mine.items() if d.startswith("DATA"))
 pp = next(n for n, (d, r) in mine.items() if d.startswith("PIPE"))
 last = {tp: 0, dp: 0}
+
 
 def step(n_tp, n_dp, state_of):
     for _ in range(n_tp):
@@ -60,8 +80,10 @@ def step(n_tp, n_dp, state_of):
         last[dp] += 1
         coll(dp, last[dp], "nccl:all_reduce", [[1 << 20]], state_of(dp, last[dp]))
 
+
 if scenario in ("gpu_fault", "full", "missing"):
     culprit = 6
+
     def state_of(g, s):
         if rank == culprit:
             return "completed" if s <= (10 if g == tp else 4) else "scheduled"
@@ -70,20 +92,23 @@ if scenario in ("gpu_fault", "full", "missing"):
         if g == dp and rank in (0, 2, 4):
             return "completed" if s <= 5 else "scheduled"
         return "completed" if s <= (13 if g == tp else 5) else "scheduled"
+
     for _ in range(3):
         step(4, 1, state_of)
     if rank == culprit:
-        step(1, 1, state_of)   # tp 13, dp 4: its last issued
+        step(1, 1, state_of)  # tp 13, dp 4: its last issued
     else:
-        step(2, 3, state_of)   # tp 14, dp 6
+        step(2, 3, state_of)  # tp 14, dp 6
     # pipeline: each pair sends one way and receives back, both pending (matched)
     p_ranks = mine[pp][1]
     peer = 1 - p_ranks.index(rank)
     p2p(pp, 0, 1, "send" if p_ranks.index(rank) == 0 else "recv", peer, "scheduled")
 elif scenario == "stopped":
     culprit = 3
+
     def state_of(g, s):
         return "completed" if s <= 20 else "scheduled"
+
     for _ in range(5):
         step(4, 1 if rank != culprit else 0, state_of)
     if rank != culprit:
