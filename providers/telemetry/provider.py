@@ -331,7 +331,7 @@ class TelemetryProvider(Provider):
     def check(self, deadline: Deadline) -> CheckReport:
         """Whether the log source and the epilog directory can be read, and what they hold (see check.py)."""
         s = self.settings
-        return check.check(s.source, s.epilog_dir, s.time_zone, deadline, s.job_logs)
+        return check.check(s.source, s.epilog_dir, s.time_zone, deadline, s.job_logs, s.flight_recorder_dir)
 
 
 __all__ = ["TelemetryProvider", "Settings", "parse_settings", "fast_window"]
