@@ -1,13 +1,19 @@
 """Which ranks the others waited for, from the ranks' flight-recorder dumps (rules only: nothing here reads a file).
 
 Entries are matched across ranks by (group, collective sequence number), point to point by the group and the peer
-its name gives; never by `record_id` or `pg_id`, which count per process. For each group and each rank with a dump:
-the newest collective it issued, its oldest unfinished one. A rank that waits in a collective waits for the members
-of the group that never issued it (or issued it but have not finished an older one), and for those whose dump is
-missing; a rank whose collectives all ended without completion (gloo) waits, in its last one, for the members that
-issued fewer. Each such wait is an edge rank -> rank; the ranks named are those that are waited for and wait for no
-one (a rank stuck behind another is not the cause). A collective whose operation, sizes or dtypes differ between
-ranks at one sequence number is the job's code. When no rank waits, the dumps say so.
+its name gives; never by `record_id` or `pg_id`, which count per process. For each group and each member with a
+dump: the newest collective it issued and its oldest unfinished one. A member waiting in a collective (its oldest
+unfinished; on a backend without events, gloo, where every collective ends retired, its last one) waits for:
+
+- the members that never issued that collective (their newest is older, or their dump holds none of the group),
+- the members that issued it but have not finished an older one (behind in sequence: the waiter finished it),
+- the members whose dump is missing, when every node folder was read.
+
+A rank that is waited for and waits for no one is named (a rank stuck behind another is not the cause); a rank
+without a dump is named only when no rank with one is. Point to point: a pending send or recv waits for its peer
+when the peer holds no pending counterpart. A collective whose operation, dtypes or (for collectives of one shape on
+every rank) sizes differ between ranks at one sequence number is the job's code. When no rank waits for another,
+the conclusions say so. Work is linear in the members of each group.
 """
 
 from __future__ import annotations
@@ -21,36 +27,15 @@ from providers.telemetry.flight_recorder.dumps import Dump, Entry
 #: uneven variants -- may differ by design, so only their operation and dtypes are compared)
 SAME_SHAPE = frozenset(
     {
-        "all_reduce",
-        "allreduce",
-        "broadcast",
-        "reduce",
-        "all_gather",
-        "allgather",
-        "_all_gather_base",
-        "_allgather_base",
-        "all_gather_into_tensor",
-        "reduce_scatter",
-        "_reduce_scatter_base",
-        "reduce_scatter_tensor",
-        "barrier",
+        "all_reduce", "allreduce", "broadcast", "reduce", "all_gather", "allgather", "_all_gather_base",
+        "_allgather_base", "all_gather_into_tensor", "reduce_scatter", "_reduce_scatter_base",
+        "reduce_scatter_tensor", "barrier",
     }
-)
+)  # fmt: skip
 #: ranks listed by name in one sentence at most (the rest are counted)
 LISTED = 8
-
-
-@dataclass(frozen=True)
-class Wait:
-    """`waiter` waits for `rank` in `group` at `seq`."""
-
-    waiter: int
-    rank: int
-    group: str
-    desc: str
-    seq: int | None
-    op: str
-    why: str  # not_reached, behind, missing, p2p
+#: sentences of evidence per named rank at most (its groups with the most waiters first)
+MAX_SENTENCES = 8
 
 
 @dataclass
@@ -62,17 +47,40 @@ class Conclusions:
     #: sentences on collectives that differ between ranks at one sequence number
     mismatches: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    #: whether any rank waits in an unfinished collective
+    #: whether any rank holds an unfinished operation
     waiting: bool = False
 
 
 @dataclass
 class _Member:
+    """One rank's collectives of one group, as its dump's entries read give them."""
+
     issued: int | None = None
-    pending: Entry | None = None  # oldest unfinished collective
     last: Entry | None = None  # newest collective
+    pending: Entry | None = None  # oldest unfinished collective
     by_seq: dict[int, Entry] = field(default_factory=dict)
     p2p_pending: list[Entry] = field(default_factory=list)
+
+    @property
+    def point(self) -> Entry | None:
+        """Where it waits: its oldest unfinished collective; on gloo (every one ends retired), its last one."""
+        if self.pending is not None:
+            return self.pending
+        if self.last is not None and self.last.state != "completed" and not self.last.op.startswith("nccl:"):
+            return self.last
+        return None
+
+
+@dataclass
+class _Waited:
+    """Why and by whom a rank was waited for in one group."""
+
+    group: str
+    desc: str
+    why: str  # not_reached, behind, missing, p2p
+    seq: int | None
+    op: str
+    waiters: list[int]
 
 
 def _summaries(dump: Dump) -> dict[str, _Member]:
@@ -119,23 +127,25 @@ def analyse(
     (the deadline came first), so a rank without a dump may have one there: it is neither blamed nor missing;
     `unread`: ranks whose dump could not be read, likewise."""
     out = Conclusions()
-    failed: set[int] | None = set(unread) if complete else None
+    missing_ok = complete
+    failed = set(unread)
     summaries = {rank: _summaries(d) for rank, d in dumps.items()}
     members, descs = _members(dumps, summaries, set(job_ranks) | set(dumps))
     _mismatches(summaries, descs, out)
-    waits: list[Wait] = []
+    waited: dict[int, list[_Waited]] = {}
+    waiting: set[int] = set()
     for group, ranks in members.items():
-        waits.extend(_group_waits(group, descs.get(group, ""), ranks, dumps, summaries, failed))
-    waits.extend(_p2p_waits(members, dumps, summaries, failed))
+        _group(group, descs.get(group, ""), ranks, dumps, summaries, missing_ok, failed, waited, waiting)
+    _p2p(members, dumps, summaries, missing_ok, failed, waited, waiting)
     out.waiting = any(m.pending is not None or m.p2p_pending for s in summaries.values() for m in s.values())
-    if not waits:
+    if not waited:
         if dumps and not out.mismatches:
             out.notes.append(
                 f"the flight-recorder dumps of {len(dumps)} rank(s) show no rank waiting for another"
                 + (" (the unfinished collectives are ones every member of their group reached)" if out.waiting else "")
             )
         return out
-    _name(waits, dumps, out)
+    _name(waited, waiting, dumps, out)
     return out
 
 
@@ -167,46 +177,64 @@ def _members(
     return members, descs
 
 
-def _group_waits(
-    group: str,
-    desc: str,
-    ranks: Sequence[int],
-    dumps: Mapping[int, Dump],
-    summaries: Mapping[int, dict[str, _Member]],
-    unread: set[int] | None,
-) -> list[Wait]:
-    waits: list[Wait] = []
-    info = {r: summaries[r].get(group) for r in ranks if r in dumps}
+def _group(
+    group: str, desc: str, ranks: Sequence[int], dumps: Mapping[int, Dump],
+    summaries: Mapping[int, dict[str, _Member]], missing_ok: bool, failed: set[int],
+    waited: dict[int, list[_Waited]], waiting: set[int],
+) -> None:
+    """The waits of one group's members, in time linear in its members: the points its members wait at are few."""
+    info: dict[int, _Member | None] = {}
+    absent: list[int] = []
+    for r in ranks:
+        if r in dumps:
+            info[r] = summaries[r].get(group)
+        elif missing_ok and r not in failed:
+            absent.append(r)
+    points: dict[int, list[int]] = {}
+    entry_at: dict[int, Entry] = {}
+    pending_points: set[int] = set()
     for r, mine in info.items():
-        if mine is None:
+        point = mine.point if mine is not None else None
+        if point is None or point.seq is None:
             continue
-        if mine.pending is not None:
-            point = mine.pending
-        elif mine.last is not None and mine.last.state != "completed":
-            # every entry ended without completion (gloo): the last one is where it stopped, well or not
-            point = mine.last
-        else:
+        points.setdefault(point.seq, []).append(r)
+        entry_at.setdefault(point.seq, point)
+        if mine is not None and mine.pending is not None:
+            pending_points.add(point.seq)
+    if not points:
+        return
+    top = max(points)
+    top_pending = max(pending_points) if pending_points else None
+    for m, theirs in info.items():
+        if theirs is None or theirs.issued is None:
+            latest = max(entry_at.values(), key=lambda e: e.created_ns or 0)
+            if _covers(dumps[m], latest):
+                _add(waited, waiting, m, group, desc, "not_reached", points, lambda s: True, entry_at)
             continue
-        s = point.seq
-        assert s is not None
-        for m in ranks:
-            if m == r:
-                continue
-            if m not in dumps:
-                if unread is not None and m not in unread:
-                    waits.append(Wait(r, m, group, desc, s, point.op, "missing"))
-                continue
-            theirs = info.get(m)
-            if theirs is None or theirs.issued is None:
-                if _covers(dumps[m], point):
-                    waits.append(Wait(r, m, group, desc, s, point.op, "not_reached"))
-            elif theirs.issued < s:
-                waits.append(Wait(r, m, group, desc, s, point.op, "not_reached"))
-            elif (
-                mine.pending is not None and theirs.pending is not None and theirs.pending.seq < s  # type: ignore[operator]
-            ):
-                waits.append(Wait(r, m, group, desc, s, point.op, "behind"))
-    return waits
+        issued = theirs.issued
+        if issued < top:
+            _add(waited, waiting, m, group, desc, "not_reached", points, lambda s, i=issued: i < s, entry_at)
+        elif theirs.pending is not None and top_pending is not None and theirs.pending.seq < top_pending:  # type: ignore[operator]
+            p = theirs.pending.seq
+            _add(waited, waiting, m, group, desc, "behind", points,
+                 lambda s, p=p: s in pending_points and p < s, entry_at)  # fmt: skip
+    for m in absent:
+        _add(waited, waiting, m, group, desc, "missing", points, lambda s: True, entry_at)
+
+
+def _add(
+    waited: dict[int, list[_Waited]], waiting: set[int], rank: int, group: str, desc: str, why: str,
+    points: Mapping[int, list[int]], applies, entry_at: Mapping[int, Entry],
+) -> None:
+    """`rank` is waited for at every point `applies` to, by the members waiting there (but itself)."""
+    for s, waiters in points.items():
+        if not applies(s):
+            continue
+        others = [w for w in waiters if w != rank]
+        if not others:
+            continue
+        waiting.update(others)
+        waited.setdefault(rank, []).append(_Waited(group, desc, why, s, entry_at[s].op, others))
 
 
 def _covers(dump: Dump, point: Entry) -> bool:
@@ -220,8 +248,7 @@ def _covers(dump: Dump, point: Entry) -> bool:
 
 def _peer(entry: Entry) -> tuple[str, int] | None:
     """A point-to-point entry's direction and group-local peer, from its name (`nccl:send 0->3`, `recv 3<-0`)."""
-    name = _op(entry.op)
-    kind, _, pair = name.partition(" ")
+    kind, _, pair = _op(entry.op).partition(" ")
     for arrow in ("->", "<-"):
         a, sep, b = pair.partition(arrow)
         if sep and a.isdigit() and b.isdigit() and kind in ("send", "recv"):
@@ -229,47 +256,43 @@ def _peer(entry: Entry) -> tuple[str, int] | None:
     return None
 
 
-def _p2p_waits(
-    members: Mapping[str, tuple[int, ...]],
-    dumps: Mapping[int, Dump],
-    summaries: Mapping[int, dict[str, _Member]],
-    unread: set[int] | None,
-) -> list[Wait]:
-    waits: list[Wait] = []
+def _p2p(
+    members: Mapping[str, tuple[int, ...]], dumps: Mapping[int, Dump], summaries: Mapping[int, dict[str, _Member]],
+    missing_ok: bool, failed: set[int], waited: dict[int, list[_Waited]], waiting: set[int],
+) -> None:
     for r, groups in summaries.items():
         for group, mine in groups.items():
+            if not mine.p2p_pending:
+                continue
             ranks = members.get(group, ())
+            index = {rank: i for i, rank in enumerate(ranks)}
+            if r not in index:
+                continue
             for e in mine.p2p_pending:
                 peer = _peer(e)
-                if peer is None or peer[1] >= len(ranks) or r not in ranks:
+                if peer is None or peer[1] >= len(ranks):
                     continue
                 kind, local = peer
                 other = ranks[local]
                 if other == r:
                     continue
                 if other not in dumps:
-                    if unread is not None and other not in unread:
-                        waits.append(Wait(r, other, group, e.desc, e.p2p_seq, e.op, "missing"))
+                    if missing_ok and other not in failed:
+                        waiting.add(r)
+                        waited.setdefault(other, []).append(_Waited(group, e.desc, "missing", e.p2p_seq, e.op, [r]))
                     continue
-                me = ranks.index(r)
-                want = "recv" if kind == "send" else "send"
+                want = ("recv" if kind == "send" else "send", index[r])
                 theirs = summaries[other].get(group)
-                matched = theirs is not None and any(
-                    (p := _peer(x)) is not None and p == (want, me) for x in theirs.p2p_pending
-                )
-                if not matched and _covers(dumps[other], e):
-                    waits.append(Wait(r, other, group, e.desc, e.p2p_seq, e.op, "p2p"))
-    return waits
+                if theirs is not None and any(_peer(x) == want for x in theirs.p2p_pending):
+                    continue
+                if _covers(dumps[other], e):
+                    waiting.add(r)
+                    waited.setdefault(other, []).append(_Waited(group, e.desc, "p2p", e.p2p_seq, e.op, [r]))
 
 
-def _name(waits: list[Wait], dumps: Mapping[int, Dump], out: Conclusions) -> None:
-    """The ranks waited for that wait for no one; a cycle of waits names no one."""
-    waits_of: dict[int, list[Wait]] = {}
-    waited: dict[int, list[Wait]] = {}
-    for w in waits:
-        waits_of.setdefault(w.waiter, []).append(w)
-        waited.setdefault(w.rank, []).append(w)
-    roots = sorted(r for r in waited if r not in waits_of)
+def _name(waited: dict[int, list[_Waited]], waiting: set[int], dumps: Mapping[int, Dump], out: Conclusions) -> None:
+    """The ranks waited for that wait for no one; a circle of waits names no one."""
+    roots = sorted(r for r in waited if r not in waiting)
     if not roots:
         out.notes.append(
             "in the flight-recorder dumps the ranks wait for each other in a circle (different ranks entered "
@@ -278,63 +301,49 @@ def _name(waits: list[Wait], dumps: Mapping[int, Dump], out: Conclusions) -> Non
         return
     with_dump = [r for r in roots if r in dumps]
     without = [r for r in roots if r not in dumps]
-    for r in roots:
-        sentences = _sentences(r, waited[r], dumps)
-        if r in dumps:
-            out.named[r] = sentences
-        elif not with_dump:
-            out.missing[r] = sentences
-    if with_dump and without:
+    for r in with_dump:
+        out.named[r] = _sentences(r, waited[r], dumps)
+    if not with_dump:
+        for r in without:
+            out.missing[r] = _sentences(r, waited[r], dumps)
+    elif without:
         out.notes.append(
             f"rank(s) {_listing(without)} wrote no flight-recorder dump and their peers wait for them too, but the "
             f"dumps single out rank(s) {_listing(with_dump)}, so they are not named"
         )
 
 
-def _sentences(rank: int, waits: list[Wait], dumps: Mapping[int, Dump]) -> list[str]:
+def _sentences(rank: int, items: list[_Waited], dumps: Mapping[int, Dump]) -> list[str]:
     """One sentence per (group, point) the rank was waited for at, most waiters first."""
-    by_point: dict[tuple[str, int | None, str], list[Wait]] = {}
-    for w in waits:
-        by_point.setdefault((w.group, w.seq, w.why), []).append(w)
     out = []
-    for (group, seq, why), ws in sorted(by_point.items(), key=lambda kv: -len(kv[1])):
-        waiters = sorted({w.waiter for w in ws})
+    for w in sorted(items, key=lambda w: (-len(w.waiters), w.group, w.seq or 0))[:MAX_SENTENCES]:
+        waiters = sorted(w.waiters)
         peers = f"{len(waiters)} peers ({_listing(waiters)}) wait" if len(waiters) > 1 else f"rank {waiters[0]} waits"
-        where = _quoted(group, ws[0].desc)
-        op = _op(ws[0].op)
-        if why == "missing":
+        where = _quoted(w.group, w.desc)
+        op = _op(w.op)
+        if w.why == "missing":
             out.append(
-                f"rank {rank} wrote no flight-recorder dump; {peers} in seq {seq} ({op}) of {where}, which includes it"
+                f"rank {rank} wrote no flight-recorder dump; {peers} in seq {w.seq} ({op}) of {where}, which "
+                "includes it"
             )
-        elif why == "p2p":
-            out.append(
-                f"rank {rank} has no matching point-to-point operation pending; {peers} in {op} "
-                f"(p2p seq {seq}) of {where}"
-            )
-        elif why == "behind":
-            pend = _oldest_pending(dumps[rank], group)
+        elif w.why == "p2p":
+            seq = f" (p2p seq {w.seq})" if w.seq is not None else ""
+            out.append(f"rank {rank} has no matching point-to-point operation pending; {peers} in {op}{seq} of {where}")
+        elif w.why == "behind":
+            pend = _summaries_of(dumps[rank], w.group).pending
             last = f"last completed seq {pend.seq - 1}" if pend is not None and pend.seq else "is behind"
-            out.append(f"rank {rank} {last} of {where}; {peers} in seq {seq} ({op}), past it")
+            out.append(f"rank {rank} {last} of {where}; {peers} in seq {w.seq} ({op}), past it")
         else:
-            issued = _issued(dumps[rank], group)
+            issued = _summaries_of(dumps[rank], w.group).issued
             if issued is not None:
-                out.append(f"rank {rank} last issued seq {issued} of {where}; {peers} in seq {seq} ({op})")
+                out.append(f"rank {rank} last issued seq {issued} of {where}; {peers} in seq {w.seq} ({op})")
             else:
-                out.append(f"rank {rank}'s dump holds no collective of {where}; {peers} in seq {seq} ({op})")
+                out.append(f"rank {rank}'s dump holds no collective of {where}; {peers} in seq {w.seq} ({op})")
     return out
 
 
-def _oldest_pending(dump: Dump, group: str) -> Entry | None:
-    best = None
-    for e in dump.entries:
-        if e.group == group and not e.p2p and not e.done and e.seq is not None and (best is None or e.seq < best.seq):
-            best = e
-    return best
-
-
-def _issued(dump: Dump, group: str) -> int | None:
-    seqs = [e.seq for e in dump.entries if e.group == group and e.seq is not None]
-    return max(seqs) if seqs else None
+def _summaries_of(dump: Dump, group: str) -> _Member:
+    return _summaries(dump).get(group) or _Member()
 
 
 def _mismatches(summaries: Mapping[int, dict[str, _Member]], descs: Mapping[str, str], out: Conclusions) -> None:
@@ -366,11 +375,8 @@ def _differs(seen: list[tuple[int, Entry]]) -> str | None:
         return found
 
     def say(what: str, found: dict[object, list[int]], show) -> str:
-        parts = [
-            f"{show(v)} on rank(s) {_listing(sorted(rs))}"
-            for v, rs in sorted(found.items(), key=lambda kv: -len(kv[1]))
-        ]
-        return f"{what} differ: " + "; ".join(parts)
+        ordered = sorted(found.items(), key=lambda kv: -len(kv[1]))
+        return f"{what} differ: " + "; ".join(f"{show(v)} on rank(s) {_listing(sorted(rs))}" for v, rs in ordered)
 
     ops = variants(lambda e: _op(e.op))
     if len(ops) > 1:
@@ -378,7 +384,7 @@ def _differs(seen: list[tuple[int, Entry]]) -> str | None:
     op = next(iter(ops), "")
     dtypes = variants(lambda e: (e.input_dtypes, e.output_dtypes) if e.input_dtypes else None)
     if len(dtypes) > 1:
-        return say(f"{op} dtypes", dtypes, lambda v: "/".join(v[0]) + " -> " + "/".join(v[1]))
+        return say(f"{op} dtypes", dtypes, lambda v: "/".join(v[0]) + " -> " + "/".join(v[1] or ()))
     if op in SAME_SHAPE:
         sizes = variants(lambda e: (e.input_sizes, e.output_sizes) if e.input_sizes is not None else None)
         if len(sizes) > 1:
