@@ -7,10 +7,10 @@ unfinished; on a backend without events, gloo, where every collective ends retir
 
 - the members that never issued that collective (their newest is older, or their dump holds none of the group),
 - the members that issued it but have not finished an older one (behind in sequence: the waiter finished it),
-- the members whose dump is missing, when every node folder was read.
+- the members whose dump is missing (when every node folder was read), where the collective is unfinished.
 
-A rank that is waited for and waits for no one is named (a rank stuck behind another is not the cause); a rank
-without a dump is named only when no rank with one is. Point to point: a pending send or recv waits for its peer
+A rank that is waited for and waits for no one is named (a rank stuck behind another is not the cause), with or
+without a dump of its own. Point to point: a pending send or recv waits for its peer
 when the peer holds no pending counterpart. A collective whose operation, dtypes or (for collectives of one shape on
 every rank) sizes differ between ranks at one sequence number is the job's code. When no rank waits for another,
 the conclusions say so. Work is linear in the members of each group.
@@ -133,7 +133,7 @@ def analyse(
     members, descs = _members(dumps, summaries, set(job_ranks) | set(dumps))
     _mismatches(summaries, descs, out)
     waited: dict[int, list[_Waited]] = {}
-    waiting: set[int] = set()
+    waiting: dict[tuple[int, str], set[int]] = {}
     for group, ranks in members.items():
         _group(group, descs.get(group, ""), ranks, dumps, summaries, missing_ok, failed, waited, waiting)
     _p2p(members, dumps, summaries, missing_ok, failed, waited, waiting)
@@ -180,7 +180,7 @@ def _members(
 def _group(
     group: str, desc: str, ranks: Sequence[int], dumps: Mapping[int, Dump],
     summaries: Mapping[int, dict[str, _Member]], missing_ok: bool, failed: set[int],
-    waited: dict[int, list[_Waited]], waiting: set[int],
+    waited: dict[int, list[_Waited]], waiting: dict[tuple[int, str], set[int]],
 ) -> None:
     """The waits of one group's members, in time linear in its members: the points its members wait at are few."""
     info: dict[int, _Member | None] = {}
@@ -218,12 +218,15 @@ def _group(
             p = theirs.pending.seq
             _add(waited, waiting, m, group, desc, "behind", points,
                  lambda s, p=p: s in pending_points and p < s, entry_at)  # fmt: skip
+    # A rank without a dump is waited for only where its peers' collectives are unfinished: a gloo collective that
+    # ended (retired, well or by a timeout) says nothing about a member whose dump is not there.
     for m in absent:
-        _add(waited, waiting, m, group, desc, "missing", points, lambda s: True, entry_at)
+        _add(waited, waiting, m, group, desc, "missing", points, lambda s: s in pending_points, entry_at)
 
 
 def _add(
-    waited: dict[int, list[_Waited]], waiting: set[int], rank: int, group: str, desc: str, why: str,
+    waited: dict[int, list[_Waited]], waiting: dict[tuple[int, str], set[int]], rank: int, group: str, desc: str,
+    why: str,
     points: Mapping[int, list[int]], applies, entry_at: Mapping[int, Entry],
 ) -> None:
     """`rank` is waited for at every point `applies` to, by the members waiting there (but itself)."""
@@ -233,7 +236,8 @@ def _add(
         others = [w for w in waiters if w != rank]
         if not others:
             continue
-        waiting.update(others)
+        for w in others:
+            waiting.setdefault((w, group), set()).add(rank)
         waited.setdefault(rank, []).append(_Waited(group, desc, why, s, entry_at[s].op, others))
 
 
@@ -258,7 +262,8 @@ def _peer(entry: Entry) -> tuple[str, int] | None:
 
 def _p2p(
     members: Mapping[str, tuple[int, ...]], dumps: Mapping[int, Dump], summaries: Mapping[int, dict[str, _Member]],
-    missing_ok: bool, failed: set[int], waited: dict[int, list[_Waited]], waiting: set[int],
+    missing_ok: bool, failed: set[int], waited: dict[int, list[_Waited]],
+    waiting: dict[tuple[int, str], set[int]],
 ) -> None:
     for r, groups in summaries.items():
         for group, mine in groups.items():
@@ -278,7 +283,7 @@ def _p2p(
                     continue
                 if other not in dumps:
                     if missing_ok and other not in failed:
-                        waiting.add(r)
+                        waiting.setdefault((r, group), set()).add(other)
                         waited.setdefault(other, []).append(_Waited(group, e.desc, "missing", e.p2p_seq, e.op, [r]))
                     continue
                 want = ("recv" if kind == "send" else "send", index[r])
@@ -286,30 +291,44 @@ def _p2p(
                 if theirs is not None and any(_peer(x) == want for x in theirs.p2p_pending):
                     continue
                 if _covers(dumps[other], e):
-                    waiting.add(r)
+                    waiting.setdefault((r, group), set()).add(other)
                     waited.setdefault(other, []).append(_Waited(group, e.desc, "p2p", e.p2p_seq, e.op, [r]))
 
 
-def _name(waited: dict[int, list[_Waited]], waiting: set[int], dumps: Mapping[int, Dump], out: Conclusions) -> None:
-    """The ranks waited for that wait for no one; a circle of waits names no one."""
-    roots = sorted(r for r in waited if r not in waiting)
-    if not roots:
+def _name(
+    waited: dict[int, list[_Waited]], waiting: dict[tuple[int, str], set[int]], dumps: Mapping[int, Dump],
+    out: Conclusions,
+) -> None:
+    """The ranks waited for that wait for no one; a circle of waits names no one.
+
+    Only waits for ranks with a dump make a rank a waiter: a rank stuck on a peer whose dump is missing may be the
+    cause itself. A rank without a dump is named where some rank waits, in some group, for it and for no rank named
+    with a dump: there nothing else explains the wait (a healthy rank's watchdog writes its dump, so a missing one
+    that its peers wait for is suspect; a missing dump beside the rank that explains its peers' waits is not named).
+    """
+    waiters = {w for (w, _), ranks in waiting.items() if any(r in dumps for r in ranks)}
+    roots = sorted(r for r in waited if r in dumps and r not in waiters)
+    named = set(roots)
+    for r in roots:
+        out.named[r] = _sentences(r, waited[r], dumps)
+    needed: dict[int, dict[str, set[int]]] = {}  # missing rank -> group -> the waiters nothing else explains
+    for (w, group), ranks in waiting.items():
+        if w in named or ranks & named:
+            continue
+        for r in ranks:
+            if r not in dumps:
+                needed.setdefault(r, {}).setdefault(group, set()).add(w)
+    for r, groups in sorted(needed.items()):
+        items = [
+            _Waited(i.group, i.desc, i.why, i.seq, i.op, [w for w in i.waiters if w in groups[i.group]])
+            for i in waited[r]
+            if i.group in groups and any(w in groups[i.group] for w in i.waiters)
+        ]
+        out.missing[r] = _sentences(r, items, dumps)
+    if not roots and not needed:
         out.notes.append(
             "in the flight-recorder dumps the ranks wait for each other in a circle (different ranks entered "
             "collectives in different orders?): no rank is singled out"
-        )
-        return
-    with_dump = [r for r in roots if r in dumps]
-    without = [r for r in roots if r not in dumps]
-    for r in with_dump:
-        out.named[r] = _sentences(r, waited[r], dumps)
-    if not with_dump:
-        for r in without:
-            out.missing[r] = _sentences(r, waited[r], dumps)
-    elif without:
-        out.notes.append(
-            f"rank(s) {_listing(without)} wrote no flight-recorder dump and their peers wait for them too, but the "
-            f"dumps single out rank(s) {_listing(with_dump)}, so they are not named"
         )
 
 
