@@ -89,9 +89,11 @@ def main() -> None:
                     total += 1
                     ok += good
                     label = name + (f", rank {drop}'s dump removed" if drop is not None else "")
-                    print(f"{case.name:16} {label:48} injected {sorted(truth)} -> ranks {ranks} nodes {nodes}"
-                          f"{'' if good else '  (expected ' + str(want) + ')'}"
-                          f"{'  HEALTHY NODE NAMED: ' + str(healthy) if healthy else ''}  {took * 1000:.0f} ms")
+                    print(
+                        f"{case.name:16} {label:48} injected {sorted(truth)} -> ranks {ranks} nodes {nodes}"
+                        f"{'' if good else '  (expected ' + str(want) + ')'}"
+                        f"{'  HEALTHY NODE NAMED: ' + str(healthy) if healthy else ''}  {took * 1000:.0f} ms"
+                    )
     print(f"{ok} of {total} answered with exactly the injected ranks' nodes")
 
 

@@ -178,9 +178,15 @@ def _members(
 
 
 def _group(
-    group: str, desc: str, ranks: Sequence[int], dumps: Mapping[int, Dump],
-    summaries: Mapping[int, dict[str, _Member]], missing_ok: bool, failed: set[int],
-    waited: dict[int, list[_Waited]], waiting: dict[tuple[int, str], set[int]],
+    group: str,
+    desc: str,
+    ranks: Sequence[int],
+    dumps: Mapping[int, Dump],
+    summaries: Mapping[int, dict[str, _Member]],
+    missing_ok: bool,
+    failed: set[int],
+    waited: dict[int, list[_Waited]],
+    waiting: dict[tuple[int, str], set[int]],
 ) -> None:
     """The waits of one group's members, in time linear in its members: the points its members wait at are few."""
     info: dict[int, _Member | None] = {}
@@ -225,9 +231,15 @@ def _group(
 
 
 def _add(
-    waited: dict[int, list[_Waited]], waiting: dict[tuple[int, str], set[int]], rank: int, group: str, desc: str,
+    waited: dict[int, list[_Waited]],
+    waiting: dict[tuple[int, str], set[int]],
+    rank: int,
+    group: str,
+    desc: str,
     why: str,
-    points: Mapping[int, list[int]], applies, entry_at: Mapping[int, Entry],
+    points: Mapping[int, list[int]],
+    applies,
+    entry_at: Mapping[int, Entry],
 ) -> None:
     """`rank` is waited for at every point `applies` to, by the members waiting there (but itself)."""
     for s, waiters in points.items():
@@ -261,8 +273,12 @@ def _peer(entry: Entry) -> tuple[str, int] | None:
 
 
 def _p2p(
-    members: Mapping[str, tuple[int, ...]], dumps: Mapping[int, Dump], summaries: Mapping[int, dict[str, _Member]],
-    missing_ok: bool, failed: set[int], waited: dict[int, list[_Waited]],
+    members: Mapping[str, tuple[int, ...]],
+    dumps: Mapping[int, Dump],
+    summaries: Mapping[int, dict[str, _Member]],
+    missing_ok: bool,
+    failed: set[int],
+    waited: dict[int, list[_Waited]],
     waiting: dict[tuple[int, str], set[int]],
 ) -> None:
     for r, groups in summaries.items():
@@ -296,7 +312,9 @@ def _p2p(
 
 
 def _name(
-    waited: dict[int, list[_Waited]], waiting: dict[tuple[int, str], set[int]], dumps: Mapping[int, Dump],
+    waited: dict[int, list[_Waited]],
+    waiting: dict[tuple[int, str], set[int]],
+    dumps: Mapping[int, Dump],
     out: Conclusions,
 ) -> None:
     """The ranks waited for that wait for no one; a circle of waits names no one.

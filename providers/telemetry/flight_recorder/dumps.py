@@ -26,13 +26,17 @@ import orjson
 
 from providers.telemetry.flight_recorder.unpickle import MAX_DEPTH, Reader, Refused, Unknown
 
-#: a pickle of at most this many bytes is read whole; a larger one from its end (`_tail`)
-WHOLE_BYTES = 256 * 1024
+#: a pickle of at most this many bytes is read whole (about 200 entries without stack frames); a larger one from its
+#: end (`read_tail`)
+WHOLE_BYTES = 32 * 1024
 #: the part of a large pickle read before its entries list (version, group table, group status), at most
 MAX_HEAD_BYTES = 4 * 1024 * 1024
 #: newest entries of a large pickle read first; four times more each time a group's oldest unfinished entry lies
 #: further back, up to the whole file
-TAIL_ENTRIES = 32
+TAIL_ENTRIES = 8
+#: oldest entries of a large pickle read with its head, for the names they store in the memo (a training loop names
+#: its operations in its first steps); four times more when a newer entry refers to a name stored after them
+HEAD_ENTRIES = 8
 #: tensors per entry and dimensions per tensor read (PyTorch records the tensors of one collective)
 MAX_TENSORS = 1024
 MAX_DIMS = 64
@@ -353,37 +357,43 @@ def tail_pattern(head: bytes) -> tuple[int, bytes] | None:
     return None
 
 
-def read_tail(head: bytes, tail: bytes, rank: int, cache: RanksCache, want: int = TAIL_ENTRIES) -> Dump | None:
-    """A large dump read from `head` (its first bytes, through the start of its entries list) and `tail` (its last
-    bytes), or None when the tail holds fewer than `want` entries or the layout is not PyTorch's (read more, or whole).
+def entries_begin(head: bytes) -> bool:
+    """Whether `head` reaches the start of the entries list's second entry (what `read_tail` needs of it)."""
+    found = tail_pattern(head)
+    return found is not None and head.find(found[1], found[0] + 1) != -1
 
-    The part before the entries list is read as usual: it holds the memo of the keys. Then reading goes on at the
-    start of an entry near the end, with the stack as it was at the list's start, so the entries before that one
-    are simply not there. A memo reference into the part skipped reads as `Unknown`; an entry that needs one, or a
-    group whose oldest unfinished entry may lie further back, makes it read four times as many entries.
+
+def read_tail(
+    head: bytes, tail: bytes, rank: int, cache: RanksCache, want: int = TAIL_ENTRIES, known: int = HEAD_ENTRIES
+) -> Dump | None:
+    """A large dump read from `head` (its first bytes, past the start of its entries list's second entry) and `tail`
+    (its last bytes), or None when the tail holds too few entries or the layout is not PyTorch's (read more, or
+    whole).
+
+    The part before the entries list and the first `known` entries are read as usual: they hold the memo of the keys
+    and of the names the job's loop uses. Then reading goes on at the start of the `want`-th newest entry, with the
+    stack as it was at the list's start, so the entries before it are simply not there. A memo reference into the
+    part skipped reads as `Unknown`: an entry that needs one makes it read four times as many of the first entries; a
+    group whose oldest unfinished entry may lie further back, four times as many of the newest.
     """
     found = tail_pattern(head)
     if found is None:
         return None
     first, pattern = found
-    # The first entry is read too (its keys are stored in the memo there), then taken off the stack: the list
-    # holds only the entries read from the tail.
-    second = head.find(pattern, first + 1)
-    if second == -1:
+    # The entries the head holds are read too (the keys, and the names a training loop uses, are stored in the memo
+    # there), then taken off the stack: the list holds only the entries read from the tail.
+    starts = [m.start() for m in re.finditer(re.escape(pattern), head[first + 1 :])]
+    if not starts:
         return None
-    base = Reader(head[:second])
+    cut = first + 1 + starts[min(known, len(starts)) - 1]
+    base = Reader(head[:cut])
     try:
         base.run(0, partial=True)
     except Refused:
         return None
-    if (
-        len(base.stack) < 2
-        or type(base.stack[-1]) is not dict
-        or not base.marks
-        or base.marks[-1] != len(base.stack) - 1
-    ):
+    if not base.marks or base.marks[-1] >= len(base.stack) or type(base.stack[base.marks[-1] - 1]) is not list:
         return None
-    base.stack.pop()
+    del base.stack[base.marks[-1] :]
     starts = [m.start() for m in re.finditer(re.escape(pattern), tail)]
     count = want
     while count <= len(starts):
@@ -398,7 +408,12 @@ def read_tail(head: bytes, tail: bytes, rank: int, cache: RanksCache, want: int 
             if end != len(tail):
                 return None
             dump = dump_of(reader.stack[0], rank, cache, whole=False)
-        except (Refused, Unreadable, _Unresolved):
+        except _Unresolved:
+            # a name first stored after the head's entries read: read more of them, unless the head holds no more
+            if known >= len(starts):
+                return None
+            return read_tail(head, tail, rank, cache, want, known * 4)
+        except (Refused, Unreadable):
             count *= 4
             continue
         if settled(dump):

@@ -26,6 +26,7 @@ from providers.telemetry.flight_recorder.dumps import (
     Dump,
     RanksCache,
     Unreadable,
+    entries_begin,
     read_json,
     read_pickle,
     read_tail,
@@ -169,12 +170,16 @@ def read_file(path: str, rank: int, is_json: bool, cache: RanksCache, max_file_b
             return read_json(_pread(fd, 0, size), rank, cache)
         if size <= WHOLE_BYTES:
             return read_pickle(_pread(fd, 0, size), rank, cache)
-        head = _pread(fd, 0, min(size, WHOLE_BYTES))
-        if b"X\x07\x00\x00\x00entries" not in head and size > WHOLE_BYTES:
-            head = _pread(fd, 0, min(size, MAX_HEAD_BYTES))
+        # The part before the entries (its group table may hold every rank's number) up to the second entry's start,
+        # then the end: four times more of either while what was read does not settle the dump.
+        head_bytes = WHOLE_BYTES
+        head = _pread(fd, 0, head_bytes)
+        while not entries_begin(head) and head_bytes < min(size, MAX_HEAD_BYTES):
+            head_bytes *= 4
+            head = _pread(fd, 0, min(size, head_bytes))
         want = TAIL_ENTRIES
-        tail_bytes = WHOLE_BYTES // 4
-        while tail_bytes < size:
+        tail_bytes = WHOLE_BYTES // 2
+        while tail_bytes < size and entries_begin(head):
             tail = _pread(fd, size - tail_bytes, tail_bytes)
             dump = read_tail(head, tail, rank, cache, want)
             if dump is not None:

@@ -121,6 +121,7 @@ class Reader:
         end = self.end
         stack = self.stack
         marks = self.marks
+        memo = self.memo
         frozen = self.frozen
         depth = self.depth
         max_depth = self.max_depth
@@ -130,7 +131,8 @@ class Reader:
             if op == 0x68:  # BINGET
                 if pos >= end:
                     break
-                stack.append(self._get(data[pos], pos))
+                value = memo.get(data[pos], _MISSING)
+                stack.append(self._get(data[pos], pos) if value is _MISSING else value)
                 pos += 1
             elif op == 0x28:  # MARK
                 marks.append(len(stack))
@@ -363,6 +365,7 @@ class Reader:
 
 
 _CONTAINERS = frozenset({list, dict, tuple})
+_MISSING = object()
 _MUTABLE = frozenset({list, dict})
 _KEYS = frozenset({str, int, bool, float, type(None)})
 
