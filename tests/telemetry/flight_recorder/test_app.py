@@ -11,7 +11,8 @@ from typing import Any
 from app import create_app
 from app.settings import Settings
 from providers.telemetry import TelemetryProvider
-from tests.joblog.support import T0
+from tests.joblog import fixtures as fx
+from tests.joblog.support import T0, write_tree
 from tests.telemetry.conftest import fast_body, rsyslog, write_lines, xid
 from tests.telemetry.flight_recorder.support import FIXTURES
 
@@ -26,7 +27,10 @@ def _ask(
     ranks: list[int],
     kernel: dict[str, list[str]] | None = None,
     replace: dict[str, bytes] | None = None,
+    jobs: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
+    """Write the kernel logs, the dumps of fixture `case` (with `replace`'s files put in) and `jobs`' job logs, then
+    POST a fast request for `nodes` and return the answer's body."""
     for node in nodes:
         lines = [
             rsyslog(T0, node, "IPv6: ADDRCONF(NETDEV_CHANGE): ib0: link becomes ready"),
@@ -36,13 +40,15 @@ def _ask(
     shutil.copytree(FIXTURES / case, root / "fr" / WORKLOAD / "0")
     for name, data in (replace or {}).items():
         (root / "fr" / WORKLOAD / "0" / name).write_bytes(data)
-    provider = TelemetryProvider.from_options(
-        {
-            "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
-            "ATTRIBUTION_KERNEL_LOG_DIR": str(root / "kernel"),
-            "ATTRIBUTION_FLIGHT_RECORDER_DIR": str(root / "fr"),
-        }
-    )
+    options = {
+        "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
+        "ATTRIBUTION_KERNEL_LOG_DIR": str(root / "kernel"),
+        "ATTRIBUTION_FLIGHT_RECORDER_DIR": str(root / "fr"),
+    }
+    if jobs is not None:
+        write_tree(root / "jobs", {f"{n}.log": lines for n, lines in jobs.items()}, WORKLOAD, 0)
+        options["ATTRIBUTION_JOB_LOG_DIR"] = str(root / "jobs")
+    provider = TelemetryProvider.from_options(options)
     client = create_app(Settings(provider="telemetry"), provider).test_client()
     body = fast_body(nodes, DETECTED.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), ranks, workload_id=WORKLOAD)
     answer = client.post("/v1/attribution", json=body)
@@ -97,3 +103,17 @@ def test_a_hostile_dump_is_a_note_naming_it_and_blames_no_one(tmp_path: Path) ->
     # that could not be read, and the note names the file
     assert body["attributions"] == []
     assert "node-1/nccl_trace_rank_3 was not read as a flight-recorder dump" in body["error"]["message"]
+
+
+def test_a_job_wide_watchdog_timeout_becomes_a_finding_on_the_node_the_dumps_name(tmp_path: Path) -> None:
+    # The job logs alone: every rank timed out at the same sequence number, the job as a whole (test_job_logs_app);
+    # the dumps name rank 3's node, which then carries the watchdog lines too.
+    lines = list(fx.LLAMAFACTORY_7396)
+    jobs = {"node-0": [lines[0], lines[2]], "node-1": [lines[1], lines[3]]}
+    body = _ask(tmp_path, "v2.10/not_reached", ["node-0", "node-1"], [0, 1, 2, 3], jobs=jobs)
+    assert _findings(body) == [("node-1", "collective_hang")]
+    sources = [e["source"] for e in body["attributions"][0]["evidence"]]
+    assert sources[0] == "flight_recorder" and "joblog" in sources
+    assert any(
+        "Watchdog caught collective operation timeout" in e["message"] for e in body["attributions"][0]["evidence"]
+    )
