@@ -196,7 +196,7 @@ class TelemetryProvider(Provider):
         folder = attempt_folder(root, request.workload_id, request.workload_context.attempt_index)
         if folder is None:
             return FlightRecorderResult(notes=["the workload id cannot name a flight-recorder folder"])
-        read = read_dumps(folder, deadline)
+        read = read_dumps(folder, deadline, max_file_bytes=self.settings.flight_recorder_max_file_bytes)
         if not read.found:
             return None  # a job that did not hang leaves no dumps: nothing to say
         ranks = {
