@@ -8,7 +8,8 @@ PATH holds one folder per case, each with the ranks' dumps (`_dump_<rank>`, `ncc
 `tests/attribution/unit/fr_traces/` lays them out. Nothing of PATH is copied into the repository: each layout is
 built in a temporary folder. For each case and layout it prints the ranks and nodes named, whether they are the
 injected ranks' nodes, and whether a node of no injected rank was named; then the same with one injected rank's dump
-removed (placed by the one scope node that left no dump, in the one-rank-a-node layout).
+removed (placed by the one scope node that left no dump, in the one-rank-a-node layout), and with each node's whole
+folder removed in the four-ranks-a-node layout (the injected ranks' nodes still expected, no other).
 """
 
 from __future__ import annotations
@@ -41,7 +42,9 @@ def _truth(case: Path) -> set[int]:
     return {int(x) for x in m.group(1).split(",") if x.strip()} if m else set()
 
 
-def _run(case: Path, layout, drop: int | None, work: Path) -> tuple[list[int], list[str], set[str], float]:
+def _run(
+    case: Path, layout, drop: int | None, work: Path, drop_node: str | None = None
+) -> tuple[list[int], list[str], set[str], float]:
     folder = work / "job" / "0"
     if folder.exists():
         shutil.rmtree(folder)
@@ -61,6 +64,8 @@ def _run(case: Path, layout, drop: int | None, work: Path) -> tuple[list[int], l
         (folder / n).mkdir(parents=True, exist_ok=True)
     if drop is not None and not any((folder / layout(drop)).iterdir()):
         (folder / layout(drop)).rmdir()
+    if drop_node is not None:
+        shutil.rmtree(folder / drop_node)
     start = time.perf_counter()
     read = read_dumps(folder, Deadline(time.monotonic() + 60))
     result = conclude(read, nodes, ranks, {}, datetime.now(UTC))
@@ -68,6 +73,19 @@ def _run(case: Path, layout, drop: int | None, work: Path) -> tuple[list[int], l
     named_ranks = sorted({int(m.group(1)) for items in result.node_items.values() for i in items
                           if (m := re.match(r"rank (\d+)", i.message))})  # fmt: skip
     return named_ranks, sorted(result.node_items), {layout(r) for r in ranks}, took
+
+
+def _show(
+    case: str, label: str, truth: set[int], ranks: list[int], nodes: list[str], want: list[str], took: float
+) -> bool:
+    healthy = sorted(set(nodes) - set(want))
+    good = nodes == want and not healthy
+    print(
+        f"{case:16} {label:48} injected {sorted(truth)} -> ranks {ranks} nodes {nodes}"
+        f"{'' if good else '  (expected ' + str(want) + ')'}"
+        f"{'  HEALTHY NODE NAMED: ' + str(healthy) if healthy else ''}  {took * 1000:.0f} ms"
+    )
+    return good
 
 
 def main() -> None:
@@ -83,17 +101,15 @@ def main() -> None:
                     if drop is not None and name != "1 rank a node":
                         continue
                     ranks, nodes, _, took = _run(case, layout, drop, work)
-                    want = sorted({layout(r) for r in truth})
-                    healthy = sorted(set(nodes) - set(want))
-                    good = nodes == want and not healthy
-                    total += 1
-                    ok += good
                     label = name + (f", rank {drop}'s dump removed" if drop is not None else "")
-                    print(
-                        f"{case.name:16} {label:48} injected {sorted(truth)} -> ranks {ranks} nodes {nodes}"
-                        f"{'' if good else '  (expected ' + str(want) + ')'}"
-                        f"{'  HEALTHY NODE NAMED: ' + str(healthy) if healthy else ''}  {took * 1000:.0f} ms"
-                    )
+                    total += 1
+                    ok += _show(case.name, label, truth, ranks, nodes, sorted({layout(r) for r in truth}), took)
+            layout = LAYOUTS["4 consecutive ranks a node"]
+            for node in sorted({layout(r) for r in range(16)}):
+                ranks, nodes, _, took = _run(case, layout, None, work, drop_node=node)
+                total += 1
+                label = f"4 ranks a node, {node}'s folder removed"
+                ok += _show(case.name, label, truth, ranks, nodes, sorted({layout(r) for r in truth}), took)
     print(f"{ok} of {total} answered with exactly the injected ranks' nodes")
 
 

@@ -9,11 +9,11 @@ unfinished; on a backend without events, gloo, where every collective ends retir
 - the members that issued it but have not finished an older one (behind in sequence: the waiter finished it),
 - the members whose dump is missing (when every node folder was read), where the collective is unfinished.
 
-A rank that is waited for and waits for no one is named (a rank stuck behind another is not the cause), with or
-without a dump of its own. Point to point: a pending send or recv waits for its peer
-when the peer holds no pending counterpart. A collective whose operation, dtypes or (for collectives of one shape on
-every rank) sizes differ between ranks at one sequence number is the job's code. When no rank waits for another,
-the conclusions say so. Work is linear in the members of each group.
+A rank that is waited for and waits for no rank with a dump is named (a rank stuck behind another is not the
+cause), and so is a rank without a dump that its peers wait for in a collective. Point to point: a pending send or
+recv waits for its peer when the peer holds no pending counterpart. A collective whose operation, dtypes or (for
+collectives of one shape on every rank) sizes differ between ranks at one sequence number is the job's code. When no
+rank waits for another, the conclusions say so. Work is linear in the members of each group.
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def analyse(
     members, descs = _members(dumps, summaries, set(job_ranks) | set(dumps))
     _mismatches(summaries, descs, out)
     waited: dict[int, list[_Waited]] = {}
-    waiting: dict[tuple[int, str], set[int]] = {}
+    waiting: dict[tuple[int, str, bool], set[int]] = {}
     for group, ranks in members.items():
         _group(group, descs.get(group, ""), ranks, dumps, summaries, missing_ok, failed, waited, waiting)
     _p2p(members, dumps, summaries, missing_ok, failed, waited, waiting)
@@ -186,7 +186,7 @@ def _group(
     missing_ok: bool,
     failed: set[int],
     waited: dict[int, list[_Waited]],
-    waiting: dict[tuple[int, str], set[int]],
+    waiting: dict[tuple[int, str, bool], set[int]],
 ) -> None:
     """The waits of one group's members, in time linear in its members: the points its members wait at are few."""
     info: dict[int, _Member | None] = {}
@@ -232,7 +232,7 @@ def _group(
 
 def _add(
     waited: dict[int, list[_Waited]],
-    waiting: dict[tuple[int, str], set[int]],
+    waiting: dict[tuple[int, str, bool], set[int]],
     rank: int,
     group: str,
     desc: str,
@@ -249,7 +249,7 @@ def _add(
         if not others:
             continue
         for w in others:
-            waiting.setdefault((w, group), set()).add(rank)
+            waiting.setdefault((w, group, False), set()).add(rank)
         waited.setdefault(rank, []).append(_Waited(group, desc, why, s, entry_at[s].op, others))
 
 
@@ -279,7 +279,7 @@ def _p2p(
     missing_ok: bool,
     failed: set[int],
     waited: dict[int, list[_Waited]],
-    waiting: dict[tuple[int, str], set[int]],
+    waiting: dict[tuple[int, str, bool], set[int]],
 ) -> None:
     for r, groups in summaries.items():
         for group, mine in groups.items():
@@ -299,7 +299,7 @@ def _p2p(
                     continue
                 if other not in dumps:
                     if missing_ok and other not in failed:
-                        waiting.setdefault((r, group), set()).add(other)
+                        waiting.setdefault((r, group, True), set()).add(other)
                         waited.setdefault(other, []).append(_Waited(group, e.desc, "missing", e.p2p_seq, e.op, [r]))
                     continue
                 want = ("recv" if kind == "send" else "send", index[r])
@@ -307,31 +307,31 @@ def _p2p(
                 if theirs is not None and any(_peer(x) == want for x in theirs.p2p_pending):
                     continue
                 if _covers(dumps[other], e):
-                    waiting.setdefault((r, group), set()).add(other)
+                    waiting.setdefault((r, group, True), set()).add(other)
                     waited.setdefault(other, []).append(_Waited(group, e.desc, "p2p", e.p2p_seq, e.op, [r]))
 
 
 def _name(
     waited: dict[int, list[_Waited]],
-    waiting: dict[tuple[int, str], set[int]],
+    waiting: dict[tuple[int, str, bool], set[int]],
     dumps: Mapping[int, Dump],
     out: Conclusions,
 ) -> None:
     """The ranks waited for that wait for no one; a circle of waits names no one.
 
     Only waits for ranks with a dump make a rank a waiter: a rank stuck on a peer whose dump is missing may be the
-    cause itself. A rank without a dump is named where some rank waits, in some group, for it and for no rank named
-    with a dump: there nothing else explains the wait (a healthy rank's watchdog writes its dump, so a missing one
-    that its peers wait for is suspect; a missing dump beside the rank that explains its peers' waits is not named).
+    cause itself. A rank without a dump is named where its peers wait in a collective that includes it (a pending
+    send or recv to it says too little): a healthy rank's watchdog writes its dump, and the dumps cannot tell a rank
+    whose dump was lost from one that never wrote it.
     """
-    waiters = {w for (w, _), ranks in waiting.items() if any(r in dumps for r in ranks)}
+    waiters = {w for (w, _, _), ranks in waiting.items() if any(r in dumps for r in ranks)}
     roots = sorted(r for r in waited if r in dumps and r not in waiters)
     named = set(roots)
     for r in roots:
         out.named[r] = _sentences(r, waited[r], dumps)
-    needed: dict[int, dict[str, set[int]]] = {}  # missing rank -> group -> the waiters nothing else explains
-    for (w, group), ranks in waiting.items():
-        if w in named or ranks & named:
+    needed: dict[int, dict[str, set[int]]] = {}  # missing rank -> group -> its waiters there
+    for (w, group, p2p), ranks in waiting.items():
+        if p2p or w in named:
             continue
         for r in ranks:
             if r not in dumps:

@@ -121,7 +121,7 @@ def _place_missing(
     for rank, sentences in sorted(conclusions.missing.items()):
         node = names.node_for(rank_nodes.get(rank))
         how = f"its node is the one whose job log holds its `[rank{rank}]:` lines"
-        if node is None and len(without) == 1 and len(conclusions.missing) == 1:
+        if node is None and len(without) == 1:
             node = without[0]
             how = "its node is the only scope node that left no flight-recorder dump"
         if node is None:
