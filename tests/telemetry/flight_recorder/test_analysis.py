@@ -112,7 +112,15 @@ def test_gloo_dumps_conclude_nothing_about_a_missing_rank(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     ("scenario", "node", "rank"), [("gpu_fault", "node-1", 6), ("full", "node-1", 6), ("stopped", "node-0", 3)]
 )
-def test_version_21_dumps_of_nccl_name_the_faulty_rank(tmp_path: Path, scenario: str, node: str, rank: int) -> None:
-    result = conclude_folder(tree(tmp_path, f"v2.1/{scenario}"))
+@pytest.mark.parametrize("version", ["v2.1", "v2.4"])
+def test_nccl_dumps_name_the_faulty_rank(tmp_path: Path, version: str, scenario: str, node: str, rank: int) -> None:
+    result = conclude_folder(tree(tmp_path, f"{version}/{scenario}"))
     assert set(result.node_items) == {node}
     assert all(i.message.startswith(f"rank {rank}") for i in result.node_items[node])
+
+
+def test_json_dumps_of_nccl_conclude_as_their_pickles(tmp_path: Path) -> None:
+    # 2.5's JSON writer: pg_status numbers as text, 0 for a time not discovered
+    result = conclude_folder(tree(tmp_path, "v2.4-json/stopped"))
+    assert list(result.node_items) == ["node-0"]
+    assert all(i.message.startswith("rank 3") for i in result.node_items["node-0"])

@@ -1,6 +1,7 @@
-"""Dev-only: build `fr23.cpp` or `fr24.cpp` against the PyTorch of the running interpreter and print its folder.
+"""Dev-only: build `fr23.cpp`, `fr24.cpp` or `fr25.cpp` against the PyTorch of the running interpreter (2.3.0,
+2.4.0 or 2.5.0 from PyPI with its nvidia-* packages) and print its folder.
 
-    python build.py fr23 BUILD_DIR      # with PyTorch 2.3.0 from PyPI and its nvidia-* packages installed
+    python build.py fr23 BUILD_DIR
 
 The release's headers come with its wheel, CUDA's runtime headers with its nvidia-* packages; their `crt/` and
 `nv/` includes come from a CUDA toolkit (`CUDA_HOME`, default /usr/local/cuda), linked into a folder of their own so

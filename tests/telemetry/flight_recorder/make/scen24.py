@@ -1,4 +1,7 @@
-"""Dev-only. Version-2.1 dumps written by PyTorch 2.4's own flight recorder and pickler (fr24.cpp), a process a rank.
+"""Dev-only. Dumps written by PyTorch's own flight recorder and pickler, a process a rank: version 2.1 by 2.4
+(fr24.cpp), version 2.4 by 2.5 (fr25.cpp, pickled and JSON), chosen by the module built (`build.py`):
+
+    python scen24.py BUILD_DIR SCENARIO RANK OUT [fr24|fr25]
 
 Eight ranks on two nodes (four a node), groups named as `new_group` names them ("0" the default group, then "1".."8"
 in creation order), with Megatron's descriptions: tensor-parallel pairs, data-parallel groups of four, and
@@ -9,13 +12,38 @@ LOCK_GIL): rank 3 issued nothing after seq 20 of its groups and is idle; its pee
 entries not completed, as a dump on timeout with `onlyActive` holds them, except `full`, which holds all.
 """
 
+import importlib
 import os
+import subprocess
 import sys
 
-import torch  # noqa: F401  (loads the libraries fr24 links against)
+import torch  # (loads the libraries the module links against)
 
 sys.path.insert(0, sys.argv[1])
-import fr24
+fr = importlib.import_module(sys.argv[5] if len(sys.argv) > 5 else "fr24")
+if fr.__name__ == "fr25":
+    # 2.5's recorder is reached by its offsets from an exported neighbour in libtorch_cuda.so's symbol table
+    lib = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cuda.so")
+    table = subprocess.run(["nm", "-C", lib], capture_output=True, text=True, check=True).stdout.splitlines()
+
+    def at(name: str) -> int:
+        return next(int(line.split(" ", 2)[0], 16) for line in table if line.split(" ", 2)[2] == name)
+
+    def first(prefix: str) -> int:
+        return next(
+            int(line.split(" ", 2)[0], 16)
+            for line in table
+            if line.split(" ", 2)[2].startswith(prefix) and "[clone" not in line
+        )
+
+    fr.locate(
+        lib,
+        at("c10d::dump_nccl_trace(bool, bool, bool)"),
+        at("c10d::NCCLTraceBuffer::get()"),
+        first("c10d::NCCLTraceBuffer::record("),
+        first("c10d::NCCLTraceBuffer::retire_id("),
+        first("c10d::NCCLTraceBuffer::record_pg_ranks("),
+    )
 
 scenario, rank, out = sys.argv[2], int(sys.argv[3]), sys.argv[4]
 only_active = scenario != "full"
@@ -31,7 +59,7 @@ for i, r in enumerate(PP):
     groups[str(7 + i)] = ("PIPELINE_MODEL_PARALLEL_GROUP", r)
 mine = {name: (desc, ranks) for name, (desc, ranks) in groups.items() if rank in ranks}
 for name, (desc, ranks) in mine.items():
-    fr24.pg_ranks(name, desc, list(ranks))
+    fr.pg_ranks(name, desc, list(ranks))
 ids = {name: i for i, name in enumerate(mine)}
 op_ids = {name: 0 for name in mine}
 
@@ -39,7 +67,7 @@ op_ids = {name: 0 for name in mine}
 def coll(name, seq, op, sizes, state):
     op_ids[name] += 1
     desc = mine[name][0]
-    fr24.record(
+    fr.record(
         ids[name], name, desc, seq, 0, op_ids[name], op, sizes, sizes, "BFloat16", state, state == "completed", False
     )
 
@@ -49,7 +77,7 @@ def p2p(name, seq, p2p_seq, kind, peer, state):
     me = ranks.index(rank)
     arrow = f"{me}->{peer}" if kind == "send" else f"{me}<-{peer}"
     op_ids[name] += 1
-    fr24.record(
+    fr.record(
         ids[name],
         name,
         desc,
@@ -120,4 +148,16 @@ elif scenario == "stopped":
         step(0, 1, state_of)
 node = os.path.join(out, scenario, f"node-{rank // 4}")
 os.makedirs(node, exist_ok=True)
-open(os.path.join(node, f"_dump_{rank}"), "wb").write(fr24.dump(False, only_active))
+if fr.__name__ == "fr25":
+    from torch._C._distributed_c10d import _dump_nccl_trace, _dump_nccl_trace_json
+
+    with open(os.path.join(node, f"_dump_{rank}"), "wb") as f:
+        f.write(_dump_nccl_trace(True, False, only_active))
+    if scenario == "stopped":  # the JSON writer's dumps of one scenario, in a folder of their own
+        node = os.path.join(out + "-json", scenario, f"node-{rank // 4}")
+        os.makedirs(node, exist_ok=True)
+        with open(os.path.join(node, f"_dump_{rank}.json"), "wb") as f:
+            f.write(_dump_nccl_trace_json(True, only_active))
+else:
+    with open(os.path.join(node, f"_dump_{rank}"), "wb") as f:
+        f.write(fr.dump(False, only_active))
