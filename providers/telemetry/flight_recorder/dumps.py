@@ -37,6 +37,8 @@ TAIL_ENTRIES = 8
 #: oldest entries of a large pickle read with its head, for the names they store in the memo (a training loop names
 #: its operations in its first steps); four times more when a newer entry refers to a name stored after them
 HEAD_ENTRIES = 8
+#: entries of one dump used at most, the newest (PyTorch keeps 2,000 unless told otherwise)
+MAX_ENTRIES = 65536
 #: tensors per entry and dimensions per tensor read (PyTorch records the tensors of one collective)
 MAX_TENSORS = 1024
 MAX_DIMS = 64
@@ -260,9 +262,13 @@ def dump_of(top: object, rank: int, cache: RanksCache, *, whole: bool = True, fo
     raw = top.get("entries", [])
     if not isinstance(raw, list):
         raise Unreadable("its entries are not a list")
-    entries = [_entry(item, version, by_id) for item in raw]
+    more = len(raw) - MAX_ENTRIES
+    entries = [_entry(item, version, by_id) for item in raw[-MAX_ENTRIES:]]
     times = [e.created_ns for e in entries if e.created_ns is not None]
     dump = Dump(rank, version, groups, entries, whole, _idle(top), form, (min(times), max(times)) if times else None)
+    if more > 0:
+        dump.notes.append(f"rank {rank}'s dump holds {len(raw)} entries: only its newest {MAX_ENTRIES} were used")
+        dump.whole = False
     if version == "1.4" and isinstance(top.get("pg_config"), dict) and len(groups) < len(top["pg_config"]):
         dump.notes.append("groups that share their ranks with another group are not matched (a 1.4 dump names none)")
     return dump

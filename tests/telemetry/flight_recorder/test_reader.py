@@ -191,3 +191,13 @@ def test_mutated_dumps_never_raise_past_the_reader(which: int, edits: list[tuple
         read_pickle(data, 0, RanksCache())
     except Unreadable:
         pass
+
+
+def test_a_dump_of_more_entries_than_the_bound_uses_its_newest(monkeypatch: pytest.MonkeyPatch) -> None:
+    from providers.telemetry.flight_recorder import dumps
+
+    monkeypatch.setattr(dumps, "MAX_ENTRIES", 10)
+    data = pickled(dump_210([entry("0", s, record=s) for s in range(1, 31)]))
+    dump = read_pickle(data, 0, RanksCache())
+    assert [e.seq for e in dump.entries] == list(range(21, 31)) and not dump.whole
+    assert dump.notes == ["rank 0's dump holds 30 entries: only its newest 10 were used"]
