@@ -50,6 +50,11 @@ def merge(
         findings = merge_job_logs(nodes, findings, job, max_evidence)
         if dumps is not None and dumps.node_items:
             findings = _timeout_on_nodes(findings, set(dumps.node_items), job, max_evidence)
+    if dumps is not None and dumps.job_items and any(isinstance(f.target, NodeTarget) for f in findings):
+        notes.append(
+            "the flight-recorder dumps show collectives that differ between ranks (the job's code), not concluded "
+            "beside the node findings: " + "; ".join(i.message for i in dumps.job_items[:2])
+        )
     if not any(isinstance(f.target, NodeTarget) for f in findings):
         if kernel.job_items or (dumps is not None and dumps.job_items):
             items = [*kernel.job_items, *(dumps.job_items if dumps is not None else ())]

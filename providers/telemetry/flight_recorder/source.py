@@ -97,13 +97,21 @@ def read_dumps(folder: Path, deadline: Deadline, *, max_file_bytes: int = MAX_FI
     out.found = True
     cache = RanksCache()
     files = 0
+    loose = 0
     for entry in nodes:
         if not entry.is_dir(follow_symlinks=False):
+            loose += rank_of(entry.name) is not None
             continue
         if _out_of_time(deadline, out) or files >= MAX_FILES:
             out.late.append(entry.name)
             continue
         files += _read_node(entry, out, cache, deadline, max_file_bytes)
+    if loose:
+        # a rank's node comes from the folder its dump lies in: a dump beside the node folders names none
+        out.unreadable.append(
+            f"{loose} file(s) named like dumps lie in {folder.parent.name}/{folder.name}/ itself, not in a node's "
+            "folder, and were not read (the layout is <dir>/<workload_id>/<attempt_index>/<node>/<dumps>)"
+        )
     return out
 
 

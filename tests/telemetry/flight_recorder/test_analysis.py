@@ -124,3 +124,11 @@ def test_json_dumps_of_nccl_conclude_as_their_pickles(tmp_path: Path) -> None:
     result = conclude_folder(tree(tmp_path, "v2.4-json/stopped"))
     assert list(result.node_items) == ["node-0"]
     assert all(i.message.startswith("rank 3") for i in result.node_items["node-0"])
+
+
+def test_dumps_beside_the_node_folders_are_named_in_a_note_and_not_read(tmp_path: Path) -> None:
+    folder = tree(tmp_path, "v2.10/completed")
+    (folder / "node-0" / "nccl_trace_rank_0").rename(folder / "nccl_trace_rank_0")
+    result = conclude_folder(folder, ranks=[0, 1, 2, 3])
+    assert not result.node_items
+    assert any(n.startswith("1 file(s) named like dumps lie in job-1/0/ itself") for n in result.notes)

@@ -117,3 +117,10 @@ def test_a_job_wide_watchdog_timeout_becomes_a_finding_on_the_node_the_dumps_nam
     assert any(
         "Watchdog caught collective operation timeout" in e["message"] for e in body["attributions"][0]["evidence"]
     )
+
+
+def test_a_mismatch_beside_a_node_finding_is_a_note(tmp_path: Path) -> None:
+    kernel = {"node-1": [rsyslog(T0 + timedelta(seconds=30), "node-1", xid(79, "GPU has fallen off the bus."))]}
+    body = _ask(tmp_path, "v2.10/mismatch_op", ["node-0", "node-1"], [0, 1, 2, 3], kernel)
+    assert _findings(body) == [("node-1", "gpu_off_bus")]
+    assert "the flight-recorder dumps show collectives that differ between ranks" in body["error"]["message"]
