@@ -388,10 +388,10 @@ def read_tail(
     first, pattern = found
     # The entries the head holds are read too (the keys, and the names a training loop uses, are stored in the memo
     # there), then taken off the stack: the list holds only the entries read from the tail.
-    starts = [m.start() for m in re.finditer(re.escape(pattern), head[first + 1 :])]
-    if not starts:
+    held = [m.start() for m in re.finditer(re.escape(pattern), head[first + 1 :])]
+    if not held:
         return None
-    cut = first + 1 + starts[min(known, len(starts)) - 1]
+    cut = first + 1 + held[min(known, len(held)) - 1]
     base = Reader(head[:cut])
     try:
         base.run(0, partial=True)
@@ -416,7 +416,7 @@ def read_tail(
             dump = dump_of(reader.stack[0], rank, cache, whole=False)
         except _Unresolved:
             # a name first stored after the head's entries read: read more of them, unless the head holds no more
-            if known >= len(starts):
+            if known >= len(held):
                 return None
             return read_tail(head, tail, rank, cache, want, known * 4)
         except (Refused, Unreadable):

@@ -201,3 +201,13 @@ def test_a_dump_of_more_entries_than_the_bound_uses_its_newest(monkeypatch: pyte
     dump = read_pickle(data, 0, RanksCache())
     assert [e.seq for e in dump.entries] == list(range(21, 31)) and not dump.whole
     assert dump.notes == ["rank 0's dump holds 30 entries: only its newest 10 were used"]
+
+
+def test_a_name_first_stored_after_the_head_entries_is_read_from_further_back() -> None:
+    # the operation of the newest entries appears first at entry 40: the first tail read meets a memo reference into
+    # the part it skipped and reads more of the first entries
+    entries = [entry("0", s, record=s, op="nccl:all_reduce" if s < 40 else "nccl:broadcast") for s in range(1, 3001)]
+    data = pickled(dump_210(entries))
+    part = read_tail(data[: 256 * 1024], data[-64 * 1024 :], 0, RanksCache())
+    assert part is not None and part.entries[-1].op == "nccl:broadcast"
+    assert part.entries == read_pickle(data, 0, RanksCache()).entries[-len(part.entries) :]
