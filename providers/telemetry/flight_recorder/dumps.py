@@ -201,7 +201,9 @@ def _entry(item: object, version: str, by_id: dict[int, str]) -> Entry:
         raise _Unresolved()
     if not isinstance(op, str) or state not in STATES:
         raise Unreadable("an entry has no operation name or no known state")
-    retired = item.get("retired")
+    # Fields the analysis can do without may be absent (a dump written by other tools than PyTorch); present, they
+    # must have their type.
+    retired = item.get("retired", False)
     if type(retired) is not bool:
         raise Unreadable("an entry's retired flag is not a boolean")
     created = _int(item.get("time_created_ns"))
@@ -230,10 +232,14 @@ def _entry(item: object, version: str, by_id: dict[int, str]) -> Entry:
         raise Unreadable("an entry's process_group is not a (name, description) pair")
     seq = _int(item.get("collective_seq_id"))
     p2p_seq = _int(item.get("p2p_seq_id"))
-    if seq is None or p2p_seq is None:
-        raise Unreadable("an entry's sequence numbers are not integers")
     is_p2p = item.get("is_p2p")
-    p2p = is_p2p if type(is_p2p) is bool else _p2p_name(op)
+    if is_p2p is not None and type(is_p2p) is not bool:
+        raise Unreadable("an entry's is_p2p flag is not a boolean")
+    p2p = is_p2p if is_p2p is not None else _p2p_name(op)
+    if (seq is None and not p2p) or any(
+        item.get(k) is not None and _int(item.get(k)) is None for k in ("collective_seq_id", "p2p_seq_id")
+    ):
+        raise Unreadable("an entry's sequence numbers are not integers")
     return Entry(
         pg[0][:MAX_NAME],
         pg[1][:MAX_NAME],

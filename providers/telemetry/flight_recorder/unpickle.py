@@ -1,15 +1,18 @@
-"""A reader of pickle protocol 2 that builds plain data and nothing else: the flight recorder's dumps as data.
+"""A reader of pickle that builds plain data and nothing else: the flight recorder's dumps as data.
 
 PyTorch writes a flight-recorder dump with TorchScript's C++ pickler (`torch/csrc/jit/serialization/pickler.cpp`,
 called by `pickle_str`): protocol 2, dicts, lists and tuples of strings, integers, floats, booleans and None, each
 string memoized by value (BINPUT after its first BINUNICODE, BINGET after), a container memoized when it is shared
 (the stack frames of 1.4 and later, BINPUT after its last item). This reader accepts exactly the opcodes of such a
-stream and refuses every other one (class lookups, reduce, build, persistent ids, extension codes, ...) by raising
-`Refused` with the offset and the opcode's name: nothing a file holds is called, imported or evaluated.
+stream, and those Python's own pickler writes for the same plain data at protocols 2 to 5 (a container memoized when
+it is made, MEMOIZE, FRAME, SHORT_BINUNICODE, BINUNICODE8), and refuses every other one (class lookups, reduce,
+build, persistent ids, extension codes, buffers, ...) by raising `Refused` with the offset and the opcode's name:
+nothing a file holds is called, imported or evaluated.
 
 Bounds: the bytes handed in (the caller reads at most its file bound), the nesting depth of the value built, the
-memo's size and every length field checked against the bytes that are left. A container that was memoized can no
-longer be added to, so no value can contain itself: what comes back is a finite tree (possibly sharing subtrees).
+memo's size and every length field checked against the bytes that are left. A container fetched from the memo can
+no longer be added to (a pickle of plain data refers back only to what it finished), so no value can contain
+itself: what comes back is a finite tree, possibly sharing subtrees.
 """
 
 from __future__ import annotations
@@ -56,8 +59,6 @@ _NAMES = {
     0x30: "POP",
     0x31: "POP_MARK",
     0x8B: "LONG4",
-    0x94: "MEMOIZE",
-    0x95: "FRAME",
     0x96: "BYTEARRAY8",
     0x97: "NEXT_BUFFER",
     0x98: "READONLY_BUFFER",
@@ -132,7 +133,11 @@ class Reader:
                 if pos >= end:
                     break
                 value = memo.get(data[pos], _MISSING)
-                stack.append(self._get(data[pos], pos) if value is _MISSING else value)
+                if value is _MISSING:
+                    value = self._get(data[pos], pos)
+                elif type(value) in _MUTABLE:
+                    frozen.add(id(value))
+                stack.append(value)
                 pos += 1
             elif op == 0x28:  # MARK
                 marks.append(len(stack))
@@ -302,11 +307,19 @@ class Reader:
                     raise Refused(f"a string of {n} bytes at offset {pos - 9} runs past the end")
                 stack.append(_text(data, pos, n))
                 pos += n
+            elif op == 0x94:  # MEMOIZE (Python's pickler, protocol 4 and later)
+                self._put(len(memo), pos + 1)
+            elif op == 0x95:  # FRAME (protocol 4 and later): a length to read ahead, nothing to build
+                if pos + 8 > end:
+                    break
+                if _U64.unpack_from(data, pos)[0] > end - pos - 8:
+                    raise Refused(f"a frame at offset {pos - 1} runs past the end")
+                pos += 8
             elif op == 0x80:  # PROTO
                 if pos >= end:
                     break
-                if pos != 1 or data[pos] > 2:
-                    raise Refused(f"PROTO {data[pos]} at offset {pos - 1} (protocol 2 at the start only)")
+                if pos != 1 or data[pos] > 5:
+                    raise Refused(f"PROTO {data[pos]} at offset {pos - 1} (at the start, 2 to 5)")
                 pos += 1
             elif op == 0x2E:  # STOP
                 if len(stack) != 1 or marks:
@@ -320,23 +333,23 @@ class Reader:
 
     def _get(self, index: int, pos: int) -> object:
         try:
-            return self.memo[index]
+            value = self.memo[index]
         except KeyError:
             if self.tail:
                 return Unknown(index)
             raise Refused(f"a memo reference to {index}, never stored, at offset {pos - 1}") from None
+        if type(value) in _MUTABLE:
+            # A container fetched from the memo is never added to again: a pickle of plain data refers back only to
+            # what it finished, so nothing can come to contain itself.
+            self.frozen.add(id(value))
+        return value
 
     def _put(self, index: int, pos: int) -> None:
         if not self.stack or len(self.stack) == (self.marks[-1] if self.marks else 0):
             raise Refused(f"a memo store with nothing to store at offset {pos - 1}")
         if index not in self.memo and len(self.memo) >= self.max_memo:
             raise Refused(f"more than {self.max_memo} memo entries at offset {pos - 1}")
-        value = self.stack[-1]
-        if type(value) in _MUTABLE:
-            # A memoized container is finished (the C++ pickler memoizes after the last item): it is never added to
-            # again, so nothing can come to contain itself.
-            self.frozen.add(id(value))
-        self.memo[index] = value
+        self.memo[index] = self.stack[-1]
 
     def _tuple(self, items: tuple, pos: int) -> tuple:
         d = 1

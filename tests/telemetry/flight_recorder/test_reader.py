@@ -211,3 +211,31 @@ def test_a_name_first_stored_after_the_head_entries_is_read_from_further_back() 
     part = read_tail(data[: 256 * 1024], data[-64 * 1024 :], 0, RanksCache())
     assert part is not None and part.entries[-1].op == "nccl:broadcast"
     assert part.entries == read_pickle(data, 0, RanksCache()).entries[-len(part.entries) :]
+
+
+@pytest.mark.parametrize("protocol", [2, 3, 4, 5])
+def test_dumps_pickled_again_by_python_are_read_alike(protocol: int) -> None:
+    # a dump loaded and written again with Python's own pickler (as a tool that edits dumps would): containers are
+    # memoized when made, protocol 4 and later add frames and short strings
+    for path in PICKLES:
+        value = loads(path.read_bytes())
+        assert loads(pickle.dumps(value, protocol=protocol)) == value
+
+
+def test_a_container_referred_to_before_it_is_finished_is_refused() -> None:
+    # a list that would hold itself, the way Python writes one: memoized when made, fetched, then appended to
+    with pytest.raises(Refused, match="APPEND to a finished list"):
+        loads(b"\x80\x02]q\x00h\x00a.")
+    with pytest.raises(Refused, match="SETITEMS on a finished dict"):
+        loads(b"\x80\x02}q\x00(K\x01h\x00u.")
+
+
+def test_fields_the_analysis_does_without_may_be_absent_but_not_of_another_type() -> None:
+    lean = entry("0", 3)
+    for key in ("retired", "is_p2p", "p2p_seq_id", "time_created_ns", "input_dtypes", "thread_id"):
+        del lean[key]
+    dump = read_pickle(pickled(dump_210([lean])), 0, RanksCache())
+    assert [(e.seq, e.retired, e.p2p) for e in dump.entries] == [(3, False, False)]
+    for key, value in (("retired", 1), ("is_p2p", "no"), ("collective_seq_id", "3"), ("p2p_seq_id", 1.5)):
+        with pytest.raises(Unreadable):
+            read_pickle(pickled(dump_210([{**entry("0", 3), key: value}])), 0, RanksCache())
