@@ -130,6 +130,7 @@ def analyse(
     missing_ok = complete
     failed = set(unread)
     summaries = {rank: _summaries(d) for rank, d in dumps.items()}
+    _shared_counters(dumps, summaries, out)
     members, descs = _members(dumps, summaries, set(job_ranks) | set(dumps))
     _mismatches(summaries, descs, out)
     waited: dict[int, list[_Waited]] = {}
@@ -147,6 +148,29 @@ def analyse(
         return out
     _name(waited, waiting, dumps, out)
     return out
+
+
+def _shared_counters(dumps: Mapping[int, Dump], summaries: Mapping[int, dict[str, _Member]], out: Conclusions) -> None:
+    """Version 1.4 counts point-to-point operations with the collectives: in a group where some rank sent or received,
+    the ranks' collective numbers need not line up, so its collectives are not compared (its sends and receives
+    still are, by their peers)."""
+    mixed = {
+        group
+        for rank, groups in summaries.items()
+        if dumps[rank].version == "1.4"
+        for group, m in groups.items()
+        if m.p2p_pending or any(e.p2p and e.group == group for e in dumps[rank].entries)
+    }
+    if not mixed:
+        return
+    for groups in summaries.values():
+        for group in mixed & groups.keys():
+            m = groups[group]
+            m.issued, m.last, m.pending, m.by_seq = None, None, None, {}
+    out.notes.append(
+        f"{len(mixed)} group(s) of version-1.4 dumps hold point-to-point operations, which that version numbers with "
+        "the collectives: their collectives are not compared across ranks"
+    )
 
 
 def _members(

@@ -8,13 +8,13 @@ writes them (`FlightRecorder.hpp`, earlier `TraceUtils.h` / `NCCLUtils.hpp`):
 - "1.4" (2.3): entries with `pg_id` and `seq_id` (one counter for collectives and point to point), `pg_config`
   `{pg_id: [ranks]}`: a group has no name that is the same on every rank, so it is known here by its ranks, and a
   group whose ranks another group of the same dump shares is left out (which of the two an entry is in cannot be
-  told across ranks); its point-to-point entries are not matched;
+  told across ranks); its point-to-point entries are matched by their peer alone (their counter is the collectives');
 - "2.1" (2.4): `process_group` (name, desc), `collective_seq_id`, `p2p_seq_id`, dtypes, `is_p2p`, `pg_config`
   `{name: {name, desc, ranks}}` with the ranks as text;
 - "2.4" (2.5-2.7): `pg_status` and `timeout_ms`; "2.9" (2.8): thread id and name, and the gloo backend records
   too (its `pg_config` is one nameless group without ranks); "2.10" (2.9+): `comm_lib_version`.
 
-A large pickle is read from its end (`_tail`): what a hang is decided by are the newest entries.
+A large pickle is read from its ends (`read_tail`): what a hang is decided by are the newest entries.
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -219,7 +218,3 @@ def _pread(fd: int, offset: int, size: int) -> bytes:
         offset += len(chunk)
         size -= len(chunk)
     return b"".join(parts)
-
-
-def node_folders(read: DumpsRead) -> Sequence[str]:
-    return sorted(read.folders)
