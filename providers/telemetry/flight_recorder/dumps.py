@@ -86,8 +86,6 @@ class Dump:
     entries: list[Entry]
     #: whether `entries` are all of the dump's (a tail read leaves older ones unread)
     whole: bool = True
-    #: pg_status says nothing is outstanding in any group of the dump (None: no pg_status)
-    idle: bool | None = None
     form: str = "pickle"  # pickle or json
     #: first and last `time_created_ns` of the entries read
     span: tuple[int, int] | None = None
@@ -271,36 +269,13 @@ def dump_of(top: object, rank: int, cache: RanksCache, *, whole: bool = True, fo
     more = len(raw) - MAX_ENTRIES
     entries = [_entry(item, version, by_id) for item in raw[-MAX_ENTRIES:]]
     times = [e.created_ns for e in entries if e.created_ns is not None]
-    dump = Dump(rank, version, groups, entries, whole, _idle(top), form, (min(times), max(times)) if times else None)
+    dump = Dump(rank, version, groups, entries, whole, form, (min(times), max(times)) if times else None)
     if more > 0:
         dump.notes.append(f"rank {rank}'s dump holds {len(raw)} entries: only its newest {MAX_ENTRIES} were used")
         dump.whole = False
     if version == "1.4" and isinstance(top.get("pg_config"), dict) and len(groups) < len(top["pg_config"]):
         dump.notes.append("groups that share their ranks with another group are not matched (a 1.4 dump names none)")
     return dump
-
-
-def _number(value: object) -> int | None:
-    # JSON dumps write pg_status numbers as text
-    if isinstance(value, str) and len(value) < 20 and re.fullmatch(r"-?\d+", value):
-        return int(value)
-    return value if type(value) is int else None
-
-
-def _idle(top: dict) -> bool | None:
-    status = top.get("pg_status")
-    if not isinstance(status, dict) or not status:
-        return None
-    for value in status.values():
-        if not isinstance(value, dict):
-            return None
-        enq = _number(value.get("last_enqueued_collective"))
-        done = _number(value.get("last_completed_collective"))
-        if enq is None or done is None:
-            return None
-        if enq != done:
-            return False
-    return True
 
 
 def read_json(data: bytes, rank: int, cache: RanksCache) -> Dump:
