@@ -23,6 +23,8 @@ CATEGORY_RANK: dict[str, int] = {
     "network": 24,  # a rank's network connection to its peers failed
     "collective_hang": 22,  # a rank fell behind its group's collectives
     "process_exit": 20,  # a rank exited with an error code
+    "configuration": 12,  # the job's configuration or environment: points at the job, not a node
+    "scheduler": 11,  # the workload manager's own action (time limit, preemption, cancellation): the job, not a node
     "application": 10,  # the job's own code: points at the job, not a node
     "collective_timeout": 15,  # every rank's collectives timed out together: the job as a whole
 }
@@ -45,5 +47,9 @@ CATEGORY_MEANING: dict[str, str] = {
     "process_exit": "a rank of the job on this node exited with an error",
     "application": "an error NVIDIA attributes to the user application (RESTART_APP codes such as Xid 13, 31), "
     "or the job's own code failed",
+    "configuration": "the job's configuration or environment failed (an interface, a file or a value it was given, "
+    "a launch layout)",
+    "scheduler": "the workload manager ended or stopped the job by its own action (time limit, preemption, requeue, "
+    "cancellation)",
     "collective_timeout": "every rank's collectives timed out together: the job as a whole, no rank singled out",
 }
