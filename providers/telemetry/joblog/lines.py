@@ -16,6 +16,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from providers.telemetry.joblog.cuda_errors import cuda_error_in
+from providers.telemetry.joblog.messages import (
+    Message,
+    nccl_message,
+    nccl_origin,
+    own_marker_in,
+    read_format,
+    read_nccl,
+)
 from providers.telemetry.joblog.network import is_address, nccl_warning
 from providers.telemetry.joblog.nodes import NodeResolver
 from providers.telemetry.joblog.patterns import (
@@ -48,7 +57,6 @@ from providers.telemetry.joblog.patterns import (
     WATCHDOG_TAIL,
     _ranks_list,
     classify_exception,
-    cuda_error_in,
     parse_stamp,
     sanitize,
 )
@@ -59,6 +67,7 @@ from providers.telemetry.joblog.records import (
     GroupRank,
     LogLine,
     NcclNetworkError,
+    NetworkKind,
     NodeLog,
     PythonTraceback,
     RankSighting,
@@ -66,7 +75,7 @@ from providers.telemetry.joblog.records import (
     WatchdogTimeout,
     WorkProgress,
 )
-from providers.telemetry.joblog.signals import Signal, signals_in
+from providers.telemetry.joblog.signals import BY_ID, Hits, hits_in
 
 # ---------------------------------------------------------------- the node parser
 
@@ -121,6 +130,8 @@ class NodeParser:
         self._last_prefixed_rank: int | None = None
         self._pending_desync: dict[int | None, list[tuple[LogLine, tuple[int, ...]]]] = {}
         self._partial: dict[str, list[str]] = {}  # CRI partial lines per stream
+        #: rank -> the number of its `Last error:` line: its next line is NCCL's last warning, as PyTorch quotes it
+        self._last_error: dict[int | None, int] = {}
 
     # ------------------------------------------------------------ input
 
@@ -146,8 +157,8 @@ class NodeParser:
             m = ROLE_PREFIX.match(body)
             if m:
                 body = body[m.end() :].removeprefix(" ")
-        hits = signals_in(body)
-        group = self._marker(body) if rank is None or hits or self._pending_desync else None
+        hits = hits_in(body)
+        group = self._marker(body) if rank is None or hits.rows or self._pending_desync else None
         if rank is not None:
             self._last_prefixed_rank = rank
             self._sighting(rank, text, stamp, marker_only=False)
@@ -159,14 +170,15 @@ class NodeParser:
             self._elastic(body)
         if self._open_tracebacks or body.startswith("Traceback"):
             self._traceback(rank, body)
-        if hits:
-            self._records(rank, group, body, self._line(), hits)
+        quoted = bool(self._last_error) and self._quoted(rank, group, body)
+        if hits.rows:
+            self._records(rank, group, body, self._line(), hits, quoted)
 
     @property
     def in_block(self) -> bool:
         """Whether the next lines may continue a block being followed (a traceback, torchelastic's summary, a CRI
         line in parts): such lines must be fed one by one, whatever they hold."""
-        return bool(self._open_tracebacks or self._partial) or (
+        return bool(self._open_tracebacks or self._partial or self._last_error) or (
             self._elastic_section is not None or self._elastic_entry is not None
         )
 
@@ -234,7 +246,7 @@ class NodeParser:
             if m is not None:
                 cri = _cri(text, m)
                 if cri is None:
-                    return text, self._own_host_off(text[m.end() :]), m
+                    return text, self._own_host_off(_label_off(text[m.end() :])), m
                 end, stream, flag = cri
                 content = text[end:]
                 if flag == "P":
@@ -307,25 +319,102 @@ class NodeParser:
     # ------------------------------------------------------------ records
 
     def _records(
-        self, rank: int | None, group: GroupRank | None, body: str, line: LogLine, hits: tuple[Signal, ...]
+        self, rank: int | None, group: GroupRank | None, body: str, line: LogLine, hits: Hits, quoted: bool = False
     ) -> None:
-        """Read a line by what its signals' rows say: each `parse` kind by its own reader, `text` rows as they are."""
-        parses = {s.parse for s in hits}
+        """Read a line by what its rows say: each `parse` kind by its own reader, `text` rows as they are."""
+        parses = hits.parses
         if "watchdog" in parses:
             self._watchdog_line(rank, group, body, line)
         if "progress" in parses:
             self._progress_line(rank, group, body, line)
         if "desync" in parses:
             self._desync_line(rank, body, line)
-        if "nccl_net" in parses:
-            self._nccl_net(body, line)
+        if not quoted and ("nccl" in parses or "nccl_net" in parses):
+            self._nccl(rank, group, body, line, hits)
+        if "last_error" in parses:
+            self._open_last_error(rank, group, body, line)
         if "cuda" in parses:
             found = cuda_error_in(body)
             if found is not None:
-                self._keep(self._cuda, CudaError(line, rank, group, found[0], found[1]))
-        for signal in hits:
-            if signal.parse == "text":
-                self._keep(self._signals, SignalHit(signal.id, line, rank, group))
+                where = nccl_message(body)
+                host, device = nccl_origin(body[: body.find("NCCL ")]) if where else (None, None)
+                self._keep(self._cuda, CudaError(line, rank, group, found[0], found[1], host, device))
+        if "format" in parses:
+            message = read_format(body, hits.format_rows)
+            if message is not None:
+                self._keep(self._signals, self._hit(message, line, rank, group))
+        for signal in hits.text_rows:
+            self._keep(self._signals, SignalHit(signal.id, line, rank, group))
+
+    def _nccl(self, rank: int | None, group: GroupRank | None, body: str, line: LogLine, hits: Hits | None,
+              bare: bool = False) -> None:
+        """An NCCL warning: the row whose format its message matches; a network warning's record names the peer."""
+        message = read_nccl(body, bare)
+        row = BY_ID[message.format] if message is not None else None
+        if row is not None and row.parse == "cuda":
+            return  # `Cuda failure`: the CUDA reader takes the line, which holds its marker
+        if (row is None or row.parse == "nccl_net") and self._nccl_net(body, line, message):
+            return
+        if message is None and hits is not None:
+            # no format of the catalogue matches (a wrapper quoting the message another way): a row whose own
+            # marker, other than the shared `NCCL WARN`, the line holds
+            row = next((r for r in hits.rows if r.parse == "nccl" and own_marker_in(r, body)), None)
+            message = Message(row.id, row.id) if row is not None else None
+        if message is not None:
+            self._keep(self._signals, self._hit(message, line, rank, group))
+
+    def _nccl_net(self, body: str, line: LogLine, message: Message | None) -> bool:
+        found = nccl_warning(body)
+        if message is not None and BY_ID[message.format].code == IB_EVENTS:
+            # an asynchronous event of the device: the event's own row says whether it is a sign of the node's device
+            if not BY_ID[message.signal].meaning.names_node:
+                return False
+            origin = nccl_message(body)
+            found = (origin[1] if origin else None, NetworkKind.ASYNC_EVENT, None, None)
+        if found is None:
+            return False
+        host, kind, peer, status = found
+        peer_node = None
+        if peer:
+            name = peer.split("<", 1)[0]
+            peer_node = self._resolve(name) if name and not is_address(name) else None
+        signal = message.signal if message is not None else kind.value
+        device = message.device if message is not None else None
+        fmt = message.format if message is not None and message.format != signal else None
+        code = message.code if message is not None else None
+        self._keep(self._network,
+                   NcclNetworkError(line, kind, host, peer, peer_node, status, signal, device, fmt, code))
+        return True
+
+    def _open_last_error(self, rank: int | None, group: GroupRank | None, body: str, line: LogLine) -> None:
+        """PyTorch's `Last error:` (NCCL's last warning on the next line of the rank) or XLA's inline quote."""
+        if nccl_message(body) is not None:
+            self._nccl(rank, group, body, line, None)
+            return
+        pos = body.find(LAST_ERROR)
+        rest = body[pos + len(LAST_ERROR) :].strip() if pos >= 0 else ""
+        if rest:
+            self._nccl(rank, group, rest, line, None, bare=True)
+        elif len(self._last_error) < MAX_RECORDS:
+            self._last_error[rank] = self._number
+
+    def _quoted(self, rank: int | None, group: GroupRank | None, body: str) -> bool:
+        """Whether this line is the NCCL warning a `Last error:` of its rank announced (and read it as one)."""
+        opened = self._last_error.pop(rank, None)
+        for other in [r for r, n in self._last_error.items() if self._number - n > LAST_ERROR_LINES]:
+            del self._last_error[other]
+        if opened is None or self._number - opened > LAST_ERROR_LINES:
+            return False
+        self._nccl(rank, group, body, self._line(), None, bare=True)
+        return True
+
+    def _hit(self, message: Message, line: LogLine, rank: int | None, group: GroupRank | None) -> SignalHit:
+        host = message.host
+        node = self._resolve(host) if host and not is_address(host) and "[" not in host else None
+        return SignalHit(
+            message.signal, line, rank, group, host, node, message.device, message.ranks, message.code, message.exit,
+            message.peer, message.format if message.format != message.signal else None,
+        )
 
     def _watchdog_line(self, rank: int | None, group: GroupRank | None, body: str, line: LogLine) -> None:
         pos = body.find("Watchdog caught collective operation timeout")
@@ -387,17 +476,6 @@ class NodeParser:
             for line, ranks in pending:
                 self._keep(self._desync, DesyncReport(line, reporter, None, ranks))
         self._pending_desync.clear()
-
-    def _nccl_net(self, body: str, line: LogLine) -> None:
-        found = nccl_warning(body)
-        if found is None:
-            return
-        host, kind, peer, status = found
-        peer_node = None
-        if peer:
-            name = peer.split("<", 1)[0]
-            peer_node = self._resolve(name) if name and not is_address(name) else None
-        self._keep(self._network, NcclNetworkError(line, kind, host, peer, peer_node, status))
 
     # ------------------------------------------------------------ blocks
 
@@ -525,6 +603,15 @@ class NodeParser:
         )
 
 
+def _label_off(text: str) -> str:
+    """`text` without srun's `--label` prefix (`12: `), which may follow a collector's time."""
+    if text[:1].isdigit() or text[:1] == " ":
+        m = SRUN_LABEL.match(text)
+        if m:
+            return text[m.end() :]
+    return text
+
+
 def _cri(text: str, stamped: re.Match[str]) -> tuple[int, str, str] | None:
     """(where the content starts, the stream, the flag) of a line that starts with a collector's time (`STAMP`) when
     it is in Kubernetes CRI's shape (`CRI`, or `CRI_HOST` with a host after the time), else None."""
@@ -537,6 +624,14 @@ def _cri(text: str, stamped: re.Match[str]) -> tuple[int, str, str] | None:
         return None
     m = CRI_HOST.match(text)
     return (m.end(), m.group("stream"), m.group("flag")) if m else None
+
+
+#: the code catalogue of the InfiniBand device's asynchronous events (`data/ib.csv`)
+IB_EVENTS = "ibv_event_type"
+#: PyTorch's `getNcclErrorDetailStr`: NCCL's last warning follows on the next line
+LAST_ERROR = "Last error:"
+#: lines of the same rank the warning a `Last error:` announces may come after it (other ranks' lines cut in)
+LAST_ERROR_LINES = 8
 
 
 #: the longest text a `MARKER` match can span (`[PG ID <9 digits> PG GUID <128> Rank <9 digits>]` is 169)
