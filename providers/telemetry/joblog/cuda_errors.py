@@ -63,7 +63,9 @@ _NAME_PREFIXES = ("cuda", "CUDA_")
 def _kind(signal: Signal) -> CudaErrorKind:
     names = [m for m in signal.markers if m.startswith(_NAME_PREFIXES) and " " not in m]
     driver = next((m for m in names if m.startswith("CUDA_")), "")
-    messages = tuple(m for m in signal.markers if m not in names)
+    # the messages are the context-only markers that are not names (a standalone one, such as PyTorch's `CUDA out of
+    # memory`, is a line that prints the code, not the code's message)
+    messages = tuple(m for m in signal.markers if m not in names and m in signal.context_only)
     meaning = _MEANINGS.get(signal.meaning, Meaning.UNKNOWN)
     category = signal.category if meaning is not Meaning.UNKNOWN else None
     corroborated = signal.category if meaning is Meaning.UNKNOWN else None

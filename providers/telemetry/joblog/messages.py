@@ -244,3 +244,6 @@ def _int(text: str) -> int | None:
     if not digits.isdigit() or len(digits) > 12:
         return None
     return int(text)
+
+
+_nccl_set()  # compiled once, when the reader is loaded, not on the first NCCL line a request reads
