@@ -19,6 +19,7 @@ from typing import Any
 from providers.telemetry.joblog.cuda_errors import cuda_error_in
 from providers.telemetry.joblog.messages import (
     Message,
+    code_of,
     nccl_message,
     nccl_origin,
     own_marker_in,
@@ -382,6 +383,8 @@ class NodeParser:
         device = message.device if message is not None else None
         fmt = message.format if message is not None and message.format != signal else None
         code = message.code if message is not None else None
+        if code is None and status is not None:
+            code = code_of(IB_STATUS, str(status))  # a release whose wording no format holds: the status it gave
         self._keep(self._network,
                    NcclNetworkError(line, kind, host, peer, peer_node, status, signal, device, fmt, code))
         return True
@@ -626,8 +629,9 @@ def _cri(text: str, stamped: re.Match[str]) -> tuple[int, str, str] | None:
     return (m.end(), m.group("stream"), m.group("flag")) if m else None
 
 
-#: the code catalogue of the InfiniBand device's asynchronous events (`data/ib.csv`)
+#: the code catalogues of the InfiniBand device's asynchronous events and work completions' statuses (`data/ib.csv`)
 IB_EVENTS = "ibv_event_type"
+IB_STATUS = "ibv_wc_status"
 #: PyTorch's `getNcclErrorDetailStr`: NCCL's last warning follows on the next line
 LAST_ERROR = "Last error:"
 #: lines of the same rank the warning a `Last error:` announces may come after it (other ranks' lines cut in)
