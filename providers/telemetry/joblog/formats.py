@@ -163,7 +163,11 @@ def compile_format(fmt: str, fields: tuple[str, ...] = (), *, slurm: bool = Fals
         piece: list[str] = []
         for position, (kind, text) in enumerate(line):
             if kind == "lit":
-                piece.append(_literal(text))
+                if position == len(line) - 1 and position and _closing(text):
+                    # the punctuation that closes a line (`).`, `'`) may be cut off or left out by a log
+                    piece.append(f"(?:{_literal(text)})?")
+                else:
+                    piece.append(_literal(text))
                 continue
             # a text conversion takes all it can when the line ends with it or another conversion follows it
             # (`%s%s`: the first one holds the text, the second what is left, such as srun's ` (core dumped)`)
@@ -180,6 +184,11 @@ def compile_format(fmt: str, fields: tuple[str, ...] = (), *, slurm: bool = Fals
         tail = f"(?:\\s+{part}{tail})?"
     literal = sum(len(text.strip()) for kind, text in tokens[0] if kind == "lit")
     return Compiled(pattern + tail, names, literal)
+
+
+def _closing(text: str) -> bool:
+    """Whether a line's last literal is only the punctuation that closes it."""
+    return 0 < len(text.strip()) <= 3 and not any(c.isalnum() for c in text)
 
 
 def _literal(text: str) -> str:

@@ -174,8 +174,10 @@ def read_format(body: str, rows: tuple[Signal, ...]) -> Message | None:
 
 
 def own_marker_in(row: Signal, body: str) -> bool:
-    """Whether `body` holds a marker of `row` that no other row lists."""
-    return any(len(BY_MARKER.get(m, ())) == 1 and m in body for m in row.markers)
+    """Whether `body` holds a marker of `row` that says what the row says by itself: one that every row listing it
+    gives the same meaning (a message's own words, or the words of its releases' wordings; not `NCCL WARN` nor
+    `srun: error: `, which rows of every meaning share)."""
+    return any(m in body and len({s.meaning for s in BY_MARKER.get(m, ())}) == 1 for m in row.markers)
 
 
 def _message(compiled: Matcher, m: re2._Match, host: str | None, device: int | None) -> Message:  # type: ignore[name-defined]
