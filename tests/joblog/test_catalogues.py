@@ -3,10 +3,11 @@
 CUDA is compared with the enums of `cuda-bindings` (requirements-dev pins the release the catalogue was read from):
 every `cudaError_t` and `CUresult` member is a row with its value, every row's names are members, and every runtime
 row's first message is `cudaGetErrorString`'s (the runtime bundled with the bindings answers without a GPU). The
-signal names srun prints are compared with the C library's `strsignal`. NCCL's, Slurm's and the verbs library's sets
-are checked against what their files' headers state was read (NCCL's sources are not installable here: the release
-mirror they were read from is named in the header). That every row is reached by its own example, and every code inside
-the lines that carry it, is `test_signals.py`'s.
+signal names srun prints are compared with the C library's `strsignal`. NCCL's, Slurm's, the verbs library's,
+cuBLAS's and cuDNN's sets are checked against what their files' headers state was read (cuBLAS's and cuDNN's wheels
+are hundreds of MiB: their names and values are stated here as their headers give them; NCCL's sources are not
+installable here: the release mirror they were read from is named in the header). That every row is reached by its
+own example, and every code inside the lines that carry it, is `test_signals.py`'s.
 """
 
 from __future__ import annotations
@@ -86,3 +87,32 @@ def test_slurm_s_strerror_table_is_whole() -> None:
     assert {"SLURM_SUCCESS", "ESLURM_NODES_BUSY", "ESLURMD_PROLOG_FAILED", "ESLURM_JOB_TIMEOUT_KILLED"} <= {
         r.id for r in rows}
     assert all(r.file.startswith("src/common/slurm_errno.c:") and r.release == "slurm-26-05-3-1" for r in rows)
+
+
+#: cublasStatus_t as nvidia/cu13/include/cublas_api.h of nvidia-cublas==13.1.1.3 defines it
+CUBLAS = {"CUBLAS_STATUS_SUCCESS": 0, "CUBLAS_STATUS_NOT_INITIALIZED": 1, "CUBLAS_STATUS_ALLOC_FAILED": 3,
+          "CUBLAS_STATUS_INVALID_VALUE": 7, "CUBLAS_STATUS_ARCH_MISMATCH": 8, "CUBLAS_STATUS_MAPPING_ERROR": 11,
+          "CUBLAS_STATUS_EXECUTION_FAILED": 13, "CUBLAS_STATUS_INTERNAL_ERROR": 14, "CUBLAS_STATUS_NOT_SUPPORTED": 15,
+          "CUBLAS_STATUS_LICENSE_ERROR": 16}
+#: cuDNN 8.9's cudnnStatus_t (cudnn_ops_infer.h): every name is still one of cuDNN 9's, five as deprecated aliases
+CUDNN_8 = ("SUCCESS", "NOT_INITIALIZED", "ALLOC_FAILED", "BAD_PARAM", "INTERNAL_ERROR", "INVALID_VALUE",
+           "ARCH_MISMATCH", "MAPPING_ERROR", "EXECUTION_FAILED", "NOT_SUPPORTED", "LICENSE_ERROR",
+           "RUNTIME_PREREQUISITE_MISSING", "RUNTIME_IN_PROGRESS", "RUNTIME_FP_OVERFLOW", "VERSION_MISMATCH")
+
+
+def test_cublas_s_and_cudnn_s_statuses_are_whole_and_each_a_kind_read_from_pytorch_s_line() -> None:
+    header = [line for line in read_file("cuda.csv").splitlines() if line.startswith("# count: ")]
+    stated = {line.split()[2]: int(line.split()[3]) for line in header}
+    for catalogue, count in stated.items():
+        assert len(_rows(catalogue)) == count, catalogue
+    assert {r.id: int(r.value) for r in _rows("cublasStatus_t")} == CUBLAS
+    cudnn = {r.id: int(r.value) for r in _rows("cudnnStatus_t")}
+    assert {f"CUDNN_STATUS_{n}" for n in CUDNN_8} <= set(cudnn) and len(cudnn) == stated["cudnnStatus_t"] == 54
+    # cuDNN 9's codes: a category in the thousands, the specific error below it (CUDNN_STATUS_CATEGORY)
+    assert {v // 1000 for v in cudnn.values()} == {0, 1, 2, 3, 4, 5}
+    for row in _rows("cublasStatus_t") + _rows("cudnnStatus_t"):
+        kind = cuda_errors.kind_for_code(row.id)
+        assert kind is not None and kind.runtime_name == row.id and kind.catalogue == row.catalogue
+        assert cuda_errors.cuda_error_in(row.example)[0] is kind, row.id
+    # a library's numbers are never read as CUDA's: `cuda runtime error (3)` is cudaErrorInitializationError
+    assert cuda_errors.BY_VALUE[3].runtime_name == "cudaErrorInitializationError"

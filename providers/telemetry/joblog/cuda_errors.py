@@ -3,7 +3,9 @@ that print them.
 
 The kinds are the `cuda` rows of `data/cuda.csv`: every runtime `cudaError_t` code of CUDA 13.5 with the driver's
 `CUresult` code of the same value and meaning, and the three driver codes the runtime lacks; each gives the names,
-the value and the messages `cudaGetErrorString` / `cuGetErrorString` return. The lines that print a CUDA error are
+the value and the messages `cudaGetErrorString` / `cuGetErrorString` return. cuBLAS's `cublasStatus_t` and cuDNN's
+`cudnnStatus_t` codes are kinds too: PyTorch prints them as the CUDA error of a library call (`CUDA error:
+CUBLAS_STATUS_X when calling ...`, `cuDNN error: CUDNN_STATUS_X`), always by name. The lines that print a CUDA error are
 that file's `cuda_context` rows and NCCL's `Cuda failure` rows of `data/nccl.csv`: each has a format whose `code`
 field holds the error (its message, its name or its number). `reason` says, in short, what NVIDIA's description gives
 as the cause; it is why the kind points where it does.
@@ -22,7 +24,9 @@ from providers.telemetry.joblog.signals import CUDA_CONTEXT, SIGNALS, Signal, Si
 
 SOURCE = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html"
 #: the catalogues of CUDA's codes (the rest of the `cuda` rows are lines that print one)
-CODE_CATALOGUES = frozenset({"cudaError_t", "CUresult"})
+CODE_CATALOGUES = frozenset({"cudaError_t", "CUresult", "cublasStatus_t", "cudnnStatus_t"})
+#: the catalogues whose numbers a CUDA line prints (`cuda runtime error (2)`): the libraries' numbers are never read
+NUMBERED = frozenset({"cudaError_t", "CUresult"})
 #: characters of a CUDA error's text kept when no row names it
 MAX_TEXT = 512
 
@@ -50,6 +54,8 @@ class CudaErrorKind:
     #: the row's meaning as the signal table states it (a node's state, the job's configuration, ...)
     signal_meaning: SignalMeaning = SignalMeaning.AMBIGUOUS
     value: int | None = None
+    #: the enum the code belongs to (`cudaError_t`, `CUresult`, `cublasStatus_t`, `cudnnStatus_t`)
+    catalogue: str = "cudaError_t"
 
 
 _MEANINGS = {
@@ -57,7 +63,7 @@ _MEANINGS = {
     SignalMeaning.LINK_FABRIC: Meaning.NODE,
     SignalMeaning.APPLICATION: Meaning.APPLICATION,
 }
-_NAME_PREFIXES = ("cuda", "CUDA_")
+_NAME_PREFIXES = ("cuda", "CUDA_", "CUBLAS_STATUS_", "CUDNN_STATUS_")
 
 
 def _kind(signal: Signal) -> CudaErrorKind:
@@ -71,7 +77,7 @@ def _kind(signal: Signal) -> CudaErrorKind:
     corroborated = signal.category if meaning is Meaning.UNKNOWN else None
     value = int(signal.value) if signal.value.lstrip("-").isdigit() else None
     return CudaErrorKind(signal.id, driver, messages, meaning, category, signal.says, corroborated, signal.meaning,
-                         value)
+                         value, signal.catalogue)
 
 
 #: every CUDA code of the table
@@ -87,10 +93,14 @@ for _k in KINDS:
     BY_NAME[_k.runtime_name] = _k
     if _k.driver_name:
         BY_NAME[_k.driver_name] = _k
-#: a code's value -> its kind (the runtime's first: the driver's numbers mostly repeat them)
+#: the success values' names: read only as a code field's whole text (a check that printed its expected value)
+SUCCESS_NAMES: dict[str, CudaErrorKind] = {
+    name: k for k in KINDS if k.value == 0 for name in (k.runtime_name, k.driver_name) if name
+}
+#: a CUDA code's value -> its kind (the runtime's first: the driver's numbers mostly repeat them)
 BY_VALUE: dict[int, CudaErrorKind] = {}
 for _k in KINDS:
-    if _k.value is not None:
+    if _k.value is not None and _k.catalogue in NUMBERED:
         BY_VALUE.setdefault(_k.value, _k)
 #: messages longest first, so that a message that prefixes another never wins over it
 BY_MESSAGE: tuple[tuple[str, CudaErrorKind], ...] = tuple(
@@ -122,6 +132,8 @@ def kind_for_code(text: str) -> CudaErrorKind | None:
         return None
     if text in BY_NAME:
         return BY_NAME[text]
+    if text in SUCCESS_NAMES:
+        return SUCCESS_NAMES[text]
     if text.lstrip("-").isdigit():
         return BY_VALUE.get(int(text))
     return kind_for_message(text)

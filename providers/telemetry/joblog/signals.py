@@ -1,14 +1,15 @@
 """The job-log signal table: every failure signal the job-log reader recognises, loaded from the files of `data/`.
 
 `data/signals.csv` holds the structural rows of PyTorch and its launcher (the watchdog's records, torchelastic's
-summary, a traceback, PyTorch's quote of NCCL's last warning, ...); each other file is a catalogue taken whole from a
-program's own source at a named release: `cuda.csv` (CUDA's runtime and driver error codes and the lines that print
-them), `nccl.csv` (`ncclResult_t` and every `WARN` format string of NCCL), `ib.csv` (the verbs library's work
-completion statuses and asynchronous events, as NCCL prints them), `slurm.csv` (Slurm's step, task and cancellation
-lines, `slurm_strerror`'s texts, the signal names srun prints), `mpi.csv` (Open MPI, MPICH, UCX, PMIx) and
-`launchers.csv` (the elastic agents and launchers other than torchrun). Every row names its signal, the literal
-markers a line must hold for it, how the reader parses such a line, what the signal means (`SignalMeaning`), the
-category it leads to, what it never concludes and where it was read from. The loader checks every file at import.
+summary, a traceback, PyTorch's quote of NCCL's last warning, ...); each other file is a catalogue taken whole from
+a program's own source at a named release: `cuda.csv` (CUDA's runtime and driver error codes, cuBLAS's and cuDNN's
+statuses, and the lines that print them), `nccl.csv` (`ncclResult_t` and every `WARN` format string of NCCL),
+`ib.csv` (the verbs library's work completion statuses and asynchronous events, as NCCL prints them), `slurm.csv`
+(Slurm's step, task and cancellation lines, `slurm_strerror`'s texts, the signal names srun prints), `mpi.csv` (Open
+MPI, MPICH, UCX, PMIx) and `launchers.csv` (the elastic agents and launchers other than torchrun). Every row names
+its signal, the literal markers a line must hold for it, how the reader parses such a line, what the signal means
+(`SignalMeaning`), the category it leads to, what it never concludes and where it was read from. The loader checks
+every file at import.
 
 The reader knows no signal the table lacks: the markers are the only words it looks for (`STANDALONE`, which the
 byte prefilter and the buffer search use; `ANCHORS`, a few short pieces of which every such marker holds one, for a
