@@ -2,7 +2,10 @@
 
 The provider calls each signal's rules (`kernel.rules.attribute`, `joblog.source.job_log_result`), then `merge`,
 once. A node with a kernel event and job-log evidence gets one finding: the kernel event's category, the kernel
-evidence first and the job-log evidence after it. See docs/providers.md for every rule.
+evidence first and the job-log evidence after it. Where neither signal names a node by itself, the two are compared
+within the job (`within_job`): an application fault NVIDIA reads by where it repeats (Xid 13, 31) repeating on one
+GPU while one rank there alone raised the program's error that the job's other ranks, running the same code, did
+not, names that node. See docs/providers.md for every rule.
 """
 
 from __future__ import annotations
@@ -11,7 +14,14 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from providers.base import AllJobResources, AttributionOutcome, Evidence, Finding, NodeTarget
-from providers.telemetry.evidence import finding, merge_per_node, missing_message, outcome
+from providers.telemetry.evidence import (
+    EvidenceItem,
+    finding,
+    merge_per_node,
+    missing_message,
+    outcome,
+    select_evidence,
+)
 from providers.telemetry.joblog import OomKill, oom_killed_pid
 from providers.telemetry.joblog.source import JobLogResult
 from providers.telemetry.joblog.work import PRIMARY, listing
@@ -29,15 +39,17 @@ def merge(
     notes = list(kernel.notes)
     job_read = job.read_nodes if job is not None else frozenset()
     with_logs = [n for n in nodes if n in kernel.read or n in job_read]
-    if job is not None:
-        notes.extend(job.notes)
+    at = len(notes)  # the job logs' notes go here once it is known which nodes a finding names
     if not with_logs:
+        notes.extend(job.notes if job is not None else ())
         notes.insert(0, f"no kernel log lines for any of the {len(nodes)} nodes in the window")
         return outcome([], [], notes)
     merged = merge_per_node(nodes, [kernel.node_items])
     findings = [finding(NodeTarget(node), items, max_evidence) for node, items in merged.items()]
     if job is not None:
         findings = merge_job_logs(nodes, findings, job, max_evidence)
+        named_now = {f.target.name for f in findings if isinstance(f.target, NodeTarget)}
+        findings += within_job(nodes, kernel, job, named_now, max_evidence)
     if not any(isinstance(f.target, NodeTarget) for f in findings):
         if kernel.job_items:
             findings = [_with_job_level(finding(AllJobResources(), kernel.job_items, max_evidence), job, max_evidence)]
@@ -61,6 +73,9 @@ def merge(
                 findings = [Finding(AllJobResources(), whole.category, when, whole.evidence[:max_evidence])]
     named = {f.target.name for f in findings if isinstance(f.target, NodeTarget)}
     if job is not None:
+        # A note on a node's signal that names no node by itself is settled once a finding names that node.
+        settled = {n for node in named for n in job.conclusions.node_notes.get(node, ())}
+        notes[at:at] = [n for n in job.notes if n not in settled]
         notes.extend(_unsettled_notes(job, named))
         if not findings and job.conclusions.silence:
             notes.append(
@@ -122,18 +137,81 @@ def merge_job_logs(
     by_node = {f.target.name: f for f in kernel if isinstance(f.target, NodeTarget)}
     conclusions = {c.node: c for c in job.conclusions.nodes}
     context = job.conclusions.context
+    history = job.history
+    corroborated = {c.node: c for c in history.nodes}
     out: list[Finding] = []
     for node in nodes:
         found = by_node.get(node)
         conclusion = conclusions.get(node)
+        earlier = history.extra.get(node, ())
         if found is not None:
-            extra = (*(conclusion.evidence if conclusion else ()), *context.get(node, ()))
+            extra = (*(conclusion.evidence if conclusion else ()), *context.get(node, ()), *earlier)
             evidence = _bounded(found.evidence, extra, max_evidence)
             out.append(Finding(found.target, found.error_category, _earliest(found.observed_at, evidence), evidence))
         elif conclusion is not None and (not by_node or conclusion.category in PRIMARY):
             when = conclusion.observed_at or job.detected_at
-            out.append(Finding(NodeTarget(node), conclusion.category, when, conclusion.evidence[:max_evidence]))
+            evidence = _bounded(conclusion.evidence, earlier, max_evidence)
+            out.append(Finding(NodeTarget(node), conclusion.category, when, evidence))
+        elif node in corroborated and node not in conclusions:
+            # An ambiguous signal now, the node's own evidence in an earlier attempt (joblog/history.py).
+            found_before = corroborated[node]
+            now = [e.observed_at for e in context.get(node, ()) if e.observed_at is not None]
+            when = min(now) if now else job.detected_at  # this attempt's lines, not the earlier attempt's
+            out.append(Finding(NodeTarget(node), found_before.category, when, found_before.evidence[:max_evidence]))
     return out
+
+
+#: the category of a node named by the comparison within the job: NVIDIA's workflows call a fault that repeats on one
+#: GPU a possible hardware issue (RUN_DCGMEUD)
+REPEATED_FAULT = "gpu_hardware"
+
+
+def within_job(
+    nodes: Sequence[str], kernel: KernelConclusions, job: JobLogResult, named: set[str], max_evidence: int
+) -> list[Finding]:
+    """The node whose one GPU repeats an application fault NVIDIA reads by where it repeats (Xid 31: the same GPU;
+    Xid 13: the same GPC and TPC), while ranks there alone raised the program's error that the job's other ranks,
+    running the same code, did not: NVIDIA's WORKFLOW_XID_13/31 call that a possible hardware issue. Faults on more
+    than one GPU, or the error raised elsewhere too, are the application's (the kernel's job finding stands)."""
+    places = [(node, where, items) for node, by in kernel.repeats.items() for where, items in by.items()]
+    if len(places) != 1:
+        return []
+    node, where, items = places[0]
+    events = [i for i in items if i.key is not None and i.key[0] != "meaning"]
+    errors = job.conclusions.rank_errors
+    if node in named or node not in nodes or len(events) < 2 or not errors:
+        return []
+    if any(e.node != node for e in errors):
+        return []  # the program's error on other nodes too: the application
+    raised = {e.rank for e in errors}
+    placed = job.conclusions.placement
+    if None in raised:
+        others = sorted(n for n in job.read_nodes if n != node)  # unprefixed lines: the other nodes ran it
+        if not others:
+            return []
+        compared = f"the job logs of {len(others)} other node(s) that ran the same code hold no such error"
+    else:
+        clean = sorted(r for r, n in placed.items() if r not in raised)
+        if not clean:
+            return []
+        compared = f"{len(clean)} other rank(s) of the job running the same code did not raise it"
+    who = ", ".join(f"rank {r}" for r in sorted(r for r in raised if r is not None)) or "a process"
+    signals = ", ".join(sorted({e.signal for e in errors}))
+    codes = sorted({i.key[1] for i in events if i.key is not None})
+    said = (
+        f"Xid {', '.join(str(c) for c in codes)} repeated {len(events)} times on {where} of {node} and on no other GPU "
+        f"of the job, while {who} on {node} raised {signals} and {compared}: NVIDIA's Xid workflow reads application "
+        "faults that repeat on the same GPU as a possible hardware issue (run DCGM diagnostics), faults spread over "
+        "GPUs as the application"
+    )
+    first = min(i.observed_at for i in events)
+    kernel_evidence = select_evidence(
+        [EvidenceItem(first, REPEATED_FAULT, events[0].source, said, ("compared",)),
+         *(EvidenceItem(i.observed_at, REPEATED_FAULT, i.source, i.message, i.key) for i in items)],
+        max_evidence,
+    )
+    evidence = _bounded(kernel_evidence, [ev for e in errors for ev in e.evidence], max_evidence)
+    return [Finding(NodeTarget(node), REPEATED_FAULT, _earliest(first, evidence), evidence)]
 
 
 def _with_job_level(found: Finding, job: JobLogResult | None, max_evidence: int) -> Finding:

@@ -26,6 +26,7 @@ from providers.telemetry.collection import collector_paused, one_large_at_a_time
 from providers.telemetry.dcgm import results as epilog
 from providers.telemetry.dcgm.rules import attribute_epilog
 from providers.telemetry.identity import NodeNames, scope_names
+from providers.telemetry.joblog.history import with_history
 from providers.telemetry.joblog.loki import LokiJobLogSource
 from providers.telemetry.joblog.source import JobLogs, job_log_result
 from providers.telemetry.kernel.collect import Collector
@@ -172,6 +173,8 @@ class TelemetryProvider(Provider):
         job = None
         if job_logs is not None:
             job = job_log_result(request, nodes, job_logs, oom_kills(collector, source), self.settings.max_evidence)
+            # Earlier attempts of the workload, for the nodes this attempt holds a signal of (joblog/history.py).
+            job = with_history(job, self.settings.job_logs, request, window, work, trace, self.settings.max_evidence)
         outcome = merge(nodes, attribute(nodes, collector, source), self.settings.max_evidence, job)
         complete = not (collector.unreadable_nodes or collector.unreadable_combined or collector.unread)
         if proof is not None and complete:

@@ -1,8 +1,10 @@
 """The one category ranking of the open provider: every signal's categories, their order and what each means.
 
 A finding carries the highest-ranked category of its evidence; the same order decides between a node's job-log
-conclusions. Kernel, DCGM and job-log readers all name their categories from this table, and a category not in
-it cannot be produced (the catalogue loader and the tests check that).
+conclusions, and between the job-level causes the job logs show (the job's configuration explains what its program
+then does, the program's own failure what the scheduler then ends, and any of them the collective timeouts that
+follow). Kernel, DCGM and job-log readers all name their categories from this table, and a category not in it
+cannot be produced (the catalogue loader and the tests check that).
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ CATEGORY_RANK: dict[str, int] = {
     "network": 24,  # a rank's network connection to its peers failed
     "collective_hang": 22,  # a rank fell behind its group's collectives
     "process_exit": 20,  # a rank exited with an error code
-    "configuration": 12,  # the job's configuration or environment: points at the job, not a node
-    "scheduler": 11,  # the workload manager's own action (time limit, preemption, cancellation): the job, not a node
-    "application": 10,  # the job's own code: points at the job, not a node
-    "collective_timeout": 15,  # every rank's collectives timed out together: the job as a whole
+    # the job's own causes, below every node category: they point at the job, never a node
+    "configuration": 18,  # the job's configuration or environment: the same on every node it ran on
+    "application": 16,  # the job's own code
+    "scheduler": 14,  # the workload manager ended the job (time limit, preemption, cancellation)
+    "collective_timeout": 12,  # every rank's collectives timed out together: the job as a whole
 }
 
 #: what each category indicates, for the docs and for operators reading a finding
@@ -47,9 +50,8 @@ CATEGORY_MEANING: dict[str, str] = {
     "process_exit": "a rank of the job on this node exited with an error",
     "application": "an error NVIDIA attributes to the user application (RESTART_APP codes such as Xid 13, 31), "
     "or the job's own code failed",
-    "configuration": "the job's configuration or environment failed (an interface, a file or a value it was given, "
-    "a launch layout)",
-    "scheduler": "the workload manager ended or stopped the job by its own action (time limit, preemption, requeue, "
-    "cancellation)",
     "collective_timeout": "every rank's collectives timed out together: the job as a whole, no rank singled out",
+    "configuration": "the job's configuration or environment failed (a setting, a limit, a library, a launch option), "
+    "or every node that reported shows the same sign that it cannot run the job as it is",
+    "scheduler": "the workload manager ended the job by its own action (time limit, preemption, cancellation)",
 }

@@ -1,5 +1,6 @@
 """The incident corpus: real multi-node and multi-GPU training incidents from public reports, each answered through
-the service as a caller would (POST /v1/attribution `fast` on a files tree built from the case's logs).
+the service as a caller would (POST /v1/attribution `fast` on a files tree built from the case's logs, and from its
+kernel lines where the report quotes a node's kernel log: they reach the service through its kernel-log tree).
 
 `python -m tests.incidents.corpus` prints, for the whole corpus, how many cases are answered as their report says,
 the node findings a report contradicts (the goal is 0), the known misses with their reasons, and for each signal of
@@ -11,13 +12,15 @@ from __future__ import annotations
 import json
 import tempfile
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from providers.telemetry.joblog import conclude
 from providers.telemetry.joblog.lines import parse_lines
 from providers.telemetry.joblog.nodes import exact_resolver
+from providers.telemetry.kernel.parse import parse_line
 
 CASES = Path(__file__).resolve().parent / "cases"
 
@@ -31,6 +34,8 @@ class Case:
     logs: dict[str, list[str]]  # nodes with a log file (possibly empty); nodes without one are absent
     expected: dict[str, str]
     known_miss: str | None
+    #: per node, the kernel messages the report quotes (`kernel/<node>.log`, in whatever format it was posted)
+    kernel: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -45,16 +50,34 @@ def cases() -> list[Case]:
     for folder in sorted(p for p in CASES.iterdir() if p.is_dir()):
         meta = json.loads((folder / "case.json").read_text())
         logs = {p.stem: p.read_text().splitlines() for p in sorted((folder / "logs").glob("*.log"))}
+        kernel = {node: _messages((folder / path).read_text().splitlines())
+                  for node, path in meta.get("kernel", {}).items()}  # fmt: skip
         out.append(Case(meta["id"], meta["source"], meta["nodes"], meta["ranks"], logs, meta["expected"],
-                        meta.get("known_miss")))
+                        meta.get("known_miss"), kernel))
+    return out
+
+
+def _messages(lines: list[str]) -> list[str]:
+    """The kernel messages of a report's lines, without the time and host the report printed (the corpus places them
+    in the request's window; their order and text are kept). A line no known format reads is kept whole."""
+    out = []
+    for line in lines:
+        parsed = parse_line(line.rstrip())
+        out.append(parsed.message if parsed is not None else line.strip())
     return out
 
 
 def answer(case: Case, root: Path) -> Answer:
     """The service's answer to the case, and the signals behind it."""
-    from tests.telemetry.test_job_logs_app import _ask, _findings
+    from tests.telemetry.conftest import rsyslog
+    from tests.telemetry.test_job_logs_app import DETECTED, _ask, _findings
 
-    body = _ask(root, case.nodes, case.logs or {case.nodes[0]: []}, ranks=case.ranks)
+    # The report's kernel messages as the node's kernel log writes them, a second apart, ending before detection.
+    kernel = {
+        node: [rsyslog(DETECTED - timedelta(seconds=len(messages) + 5 - i), node, m) for i, m in enumerate(messages)]
+        for node, messages in case.kernel.items()
+    }
+    body = _ask(root, case.nodes, case.logs or {case.nodes[0]: []}, ranks=case.ranks, kernel=kernel)
     resolve = exact_resolver(case.nodes)
     parsed = {node: parse_lines(node, lines, resolve) for node, lines in case.logs.items()}
     concluded = conclude(case.nodes, case.ranks, parsed)

@@ -26,7 +26,7 @@ def test_the_case_is_answered_as_its_report_says(case, tmp_path: Path) -> None: 
 
 def test_the_corpus_is_large_enough_and_a_third_of_it_names_no_node() -> None:
     no_node = [c for c in ALL if c.expected["target"] in ("none", "AllJobResources")]
-    assert len(ALL) >= 60 and 3 * len(no_node) >= len(ALL)
+    assert len(ALL) >= 100 and 3 * len(no_node) >= len(ALL)
     # Every case's logs come from its report and every case names its source in SOURCES.md.
     sources = (CASES.parent / "SOURCES.md").read_text()
     for case in ALL:

@@ -51,12 +51,23 @@ def test_each_sxid_row_classifies_as_the_file_says(code: int) -> None:
     row = CAT.sxid[code]
     fatal = decode_sxid(CAT, code, "Fatal, Link 28 text")
     assert (fatal.points, fatal.category) == (row.points, row.category) == (Points.NODE, "nvswitch")
-    assert decode_sxid(CAT, code, "Non-fatal, Link 28 text").points is Points.NOTHING
+    non_fatal = decode_sxid(CAT, code, "Non-fatal, Link 28 text").points
     lone = decode_sxid(CAT, code, "Data {0x00000000, 0x00000000}").points
-    assert (
-        lone
-        is {"always_fatal": Points.NODE, "potentially_fatal": Points.UNKNOWN, "non_fatal": Points.NOTHING}[row.fatality]
-    )
+    if row.fatality == "always_fatal" or row.rule == "sxid_guide_impact":
+        # The guide says more than the line's word: always fatal, or NVLink traffic stalls / every GPU is reset.
+        assert non_fatal is lone is Points.NODE
+    else:
+        assert non_fatal is Points.NOTHING
+        assert lone is {"potentially_fatal": Points.UNKNOWN, "non_fatal": Points.NOTHING}[row.fatality]
+
+
+def test_the_sxids_the_guide_gives_more_impact_than_their_word_are_exactly_its_stalling_codes() -> None:
+    # Per-code rows of the Fabric Manager guide whose impact is stalled NVLink traffic and aborted CUDA jobs (11004,
+    # 12028) or a reset of every GPU and NVSwitch (19084): their lines say `Non-fatal`, the guide says more.
+    guided = {code for code, row in CAT.sxid.items() if row.rule == "sxid_guide_impact"}
+    assert guided == {11004, 12028, 19084}
+    for code in guided:
+        assert CAT.sxid[code].fatality == "non_fatal" and CAT.sxid[code].meaning.startswith("Fabric Manager")
 
 
 @pytest.mark.parametrize("code", [0, 173, 174, 200, 999, 65535])
@@ -85,24 +96,26 @@ def test_rows_are_consistent() -> None:
     for category in CATEGORY_RANK:
         assert TOKEN.match(category) and category in CATEGORY_MEANING
     assert len(set(CATEGORY_RANK.values())) == len(CATEGORY_RANK)  # a strict order of severity
-    # Every Unused code is no finding; every RESTART_APP code points at the job; IGNORE is never a finding.
+    # Every Unused code is no finding; every RESTART_APP code points at the job; IGNORE is never a node finding,
+    # and the job's only where NVIDIA's own words give the fault to the application (the row says them).
     for row in CAT.xid.values():
         if row.description == "Unused":
             assert row.points is Points.NOTHING and row.reason or row.immediate == "IGNORE"
         if row.immediate == "RESTART_APP":
             assert row.points is Points.JOB
         if row.immediate == "IGNORE":
-            assert row.points is Points.NOTHING
+            assert row.points is Points.NOTHING or (row.points is Points.JOB and "application" in row.meaning)
         if row.immediate in ("RESET_GPU", "RESTART_BM", "RESTART_VM", "CHECK_MECHANICALS", "WORKFLOW_XID_48"):
             assert row.points is Points.NODE
+    assert {c for c, r in CAT.xid.items() if r.immediate == "IGNORE" and r.points is Points.JOB} == {43, 137}
     assert {144, 145, 146, 147, 148, 149, 150} == {r.code for r in CAT.nvlink5}
 
 
 def test_the_file_is_checked_when_read() -> None:
-    header = "kind,code,name,description,immediate,investigatory,fatality,decision,category,rule,reason\n"
+    header = "kind,code,name,description,immediate,investigatory,fatality,decision,category,rule,reason,meaning\n"
     with pytest.raises(CatalogueError):
-        parse_catalogue(header + "xid,1,X,d,IGNORE,,,node,,,\n")  # a node decision needs a category
+        parse_catalogue(header + "xid,1,X,d,IGNORE,,,node,,,,\n")  # a node decision needs a category
     with pytest.raises(CatalogueError):
-        parse_catalogue(header + "xid,1,X,d,IGNORE,,,none,,,\nxid,1,X,d,IGNORE,,,none,,,\n")  # a repeated code
+        parse_catalogue(header + "xid,1,X,d,IGNORE,,,none,,,,\nxid,1,X,d,IGNORE,,,none,,,,\n")  # a repeated code
     with pytest.raises(CatalogueError):
-        parse_catalogue(header + "sxid,11004,X,d,,,sometimes,node,nvswitch,sxid_severity,\n")
+        parse_catalogue(header + "sxid,11004,X,d,,,sometimes,node,nvswitch,sxid_severity,,\n")

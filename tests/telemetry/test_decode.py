@@ -3,7 +3,7 @@
 import pytest
 
 from providers.telemetry.kernel.catalogue import Points, catalogue
-from providers.telemetry.kernel.decode import decode_sxid, decode_xid
+from providers.telemetry.kernel.decode import Decision, decode_sxid, decode_xid
 
 CAT = catalogue()
 
@@ -95,4 +95,20 @@ def test_sxid_words_and_fallback() -> None:
     assert decode_sxid(CAT, 12028, "Fatal, Link 44 egress non-posted PRIV error").points is Points.NODE
     assert decode_sxid(CAT, 22003, "Minion Halt").points is Points.NODE  # always fatal, no word
     assert decode_sxid(CAT, 11009, "Data {0x0}").points is Points.UNKNOWN  # potentially fatal, no word
-    assert decode_sxid(CAT, 11004, "Data {0x0}").points is Points.NOTHING  # non-fatal, no word
+    assert decode_sxid(CAT, 11012, "Data {0x0}").points is Points.NOTHING  # non-fatal single-bit ECC, no word
+    assert decode_sxid(CAT, 11012, "Non-fatal, Link 02 Single bit ECC").points is Points.NOTHING
+
+
+def test_sxids_whose_impact_the_guide_states_beyond_their_word() -> None:
+    # The Fabric Manager guide's per-code table: 12028 and 11004 stall NVLink traffic and make the GPU driver abort
+    # CUDA jobs (Xid 45) though the driver writes `Non-fatal`; 19084 asks for every GPU and NVSwitch to be reset.
+    lines = [
+        (12028, "Non-fatal, Link 44 egress non-posted PRIV error"),
+        (11004, "Non-fatal, Link 3 ingress invalid ACL"),
+        (19084, "Non-fatal, Link 7 AN1 Heartbeat Timeout Error"),
+        (12028, "Data {0x1c0}"),
+    ]
+    for code, rest in lines:
+        assert decode_sxid(CAT, code, rest) == Decision(Points.NODE, "nvswitch")
+    # An always-fatal code (the guide: "always fatal to the entire fabric/system") whatever the line's word.
+    assert decode_sxid(CAT, 23001, "Non-fatal, Link 0 ingress SRC-VC buffer overflow").points is Points.NODE

@@ -99,12 +99,18 @@ def test_both_fatal_netir_decodes_are_evidence(files_provider, tmp_path: Path) -
 def test_application_level_xids_point_at_the_job_never_the_node(
     files_provider, tmp_path: Path, fixture: str, node: str, category: str, events: int
 ) -> None:
-    # Xid 13, 31, 32 (RESTART_APP) and 94 (contained ECC, RESTART_APP): the job, and the node read clean.
+    # Xid 13, 31, 32 (RESTART_APP) and 94 (contained ECC, RESTART_APP): the job, and the node read clean; NVIDIA's
+    # meaning of each code once, before the first of its lines.
     place(tmp_path, fixture, f"{node}/kern.log")
     outcome = fast(files_provider, [node])
     assert [(f.target, f.error_category) for f in outcome.attributions] == [(AllJobResources(), category)]
-    assert len(outcome.attributions[0].evidence) == events
-    assert all("NVRM: Xid (" in e.message for e in outcome.attributions[0].evidence)  # `GPU at PCI:` is no event
+    evidence = outcome.attributions[0].evidence
+    lines = [e.message for e in evidence if "NVRM: Xid (" in e.message]  # `GPU at PCI:` is no event
+    meanings = [e.message for e in evidence if "NVRM" not in e.message]
+    assert len(lines) + len(meanings) == len(evidence) == min(8, events + len(meanings))  # the evidence bound: 8
+    codes = {line.split("): ")[1].split(",")[0] for line in lines}
+    assert sorted(m.split()[1] for m in meanings) == sorted(codes)
+    assert all("NVIDIA's resolution RESTART_APP" in m for m in meanings)
     assert outcome.unattributed_targets == (NodeTarget(node),) and outcome.error is None
 
 

@@ -9,6 +9,7 @@ report the same numbers, no node is singled out: `collective_timeout` on the job
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import timedelta
 
 from providers.telemetry.joblog.records import (
     DesyncReport,
@@ -242,11 +243,56 @@ def _silent(work: Work, unidentified: int, behind: Mapping[int, list[Item]]) -> 
             f"they point at no node: {listing(unplaced)}"
         )
     if local_peers:
-        work.notes.append(
-            f"{len(local_peers)} rank(s) reported no timeout on nodes where other ranks did (their worker may have "
-            f"been stopped before its own watchdog fired): not attributed: {listing(local_peers)}"
-        )
+        lone = _lone_silent(work, local_peers, unplaced, explained)
+        if lone is not None:
+            silent.update(lone)
+        else:
+            work.notes.append(
+                f"{len(local_peers)} rank(s) reported no timeout on nodes where other ranks did (their worker may have "
+                f"been stopped before its own watchdog fired): not attributed: {listing(local_peers)}"
+            )
     return silent
+
+
+def _lone_silent(
+    work: Work, local_peers: list[int], unplaced: list[int], explained: set[int]
+) -> dict[int, list[Item]] | None:
+    """The one rank of the scope that reported nothing while every other rank of the scope timed out, on a node where
+    those beside it timed out too, and whose own last line came before the collective they waited in began: it
+    never reached that collective. None when that is not so (several ranks silent: the launcher may have stopped
+    them before their watchdog fired; a rank with its own failure; lines without collector times)."""
+    if len(local_peers) != 1 or unplaced or explained.intersection(work.scope_ranks):
+        return None
+    rank = local_peers[0]
+    node = work.placement[rank]
+    peers = [r for r in work.scope_ranks if r != rank]
+    beside = [r for r in peers if work.placement.get(r) == node]
+    if len(beside) < 2 or any(r not in work.timed_out for r in peers):
+        return None
+    own = work.logs[node].ranks.get(rank)
+    waits = [t for t in work.logs[node].timeouts
+             if global_rank(t.rank, t.group) in beside and t.line.observed_at is not None]  # fmt: skip
+    if own is None or own.last.observed_at is None or not waits:
+        work.notes.append(
+            f"rank {rank} on {node} is the only rank of the scope with no timeout while the others timed out, but its "
+            "lines and theirs carry no collector time to tell whether it fell silent before their collective began: "
+            "not attributed"
+        )
+        return None
+    began = min(t.line.observed_at - timedelta(milliseconds=t.ran_ms) for t in waits if t.line.observed_at is not None)
+    if own.last.observed_at >= began:
+        work.notes.append(
+            f"rank {rank} on {node} reported no timeout while the other ranks timed out, but it wrote lines after "
+            "their collective began (it was running, not stuck): not attributed"
+        )
+        return None
+    first = min(waits, key=lambda t: t.line.observed_at or began)
+    said = (
+        f"rank {rank} on {node} is the only rank of the job that reported no watchdog timeout while the other "
+        f"{len(peers)} timed out ({len(beside)} of them beside it on {node}); its last line was written before the "
+        "collective they waited in began, so it never reached that collective"
+    )
+    return {rank: [Item(("said-silent", rank), said_evidence(said)), Item(("reporter",), line_evidence(first.line))]}
 
 
 def _ranks_with_own_failure(work: Work) -> set[int]:

@@ -15,13 +15,17 @@ configuration errors point at nothing by themselves; the application's failures 
   an exit or a signal names no node by itself;
 - InfiniBand completion errors and port events point at the reporting node (`network`); closed sockets, failed
   connects and verbs calls are notes;
-- CUDA errors point at the node when NVIDIA's documentation gives a hardware, link or driver cause, at the
-  application when it gives a programming one, and are a note (settled by the node's kernel event) otherwise;
-- a traceback ending in an application exception, and the signal table's application rows, point at the job; its
-  configuration, ambiguous and consequence rows are notes.
+- every other line is read as its signal table row's meaning says (`_by_meaning`): a hardware, driver, link or
+  fabric sign names the node that logged it; the job's own causes (its program, its configuration, the scheduler's
+  action) are a conclusion on the job's resources with the lines as evidence; a sign that the node cannot run the
+  job as it is names the nodes that show it while the scope's other nodes that reported do not, and is the job's
+  configuration when every node that reported shows it; an ambiguous sign waits for the node's own kernel event
+  and is a note without it; a consequence of another failure is a note;
+- a traceback ending in an application exception points at the job.
 
-A node's own failure (levels below) explains the symptoms other nodes see after it, so weaker conclusions on
-other nodes are then kept as context only; job-level conclusions stand only where no node is named.
+A node's own failure (levels below) explains the symptoms other nodes see after it, and so does the job's own
+cause, so weaker conclusions on other nodes are then kept as context only; job-level conclusions stand only where no
+node is named.
 """
 
 from __future__ import annotations
@@ -33,7 +37,6 @@ from datetime import datetime
 
 from providers.base import MAX_EVIDENCE, Evidence, cut_text, shifted
 from providers.telemetry.joblog.collectives import collectives, place_ranks
-from providers.telemetry.joblog.cuda_errors import Meaning
 from providers.telemetry.joblog.records import (
     CudaError,
     ElasticFailure,
@@ -43,8 +46,10 @@ from providers.telemetry.joblog.records import (
     PythonTraceback,
     SignalHit,
 )
-from providers.telemetry.joblog.signals import BY_ID, SignalMeaning
+from providers.telemetry.joblog.signals import BY_ID, Signal, SignalMeaning
 from providers.telemetry.joblog.work import (
+    JOB_CAUSES,
+    NODE_STATE_CATEGORY,
     OOM_KILL_AFTER,
     OOM_KILL_BEFORE,
     PRIMARY,
@@ -55,8 +60,10 @@ from providers.telemetry.joblog.work import (
     JobLogConclusions,
     NodeConclusion,
     OomKill,
+    RankError,
     Work,
     line_evidence,
+    listing,
     or_unknown,
     said_evidence,
 )
@@ -100,6 +107,7 @@ def conclude(
     _network(work)
     _cuda(work)
     _signal_lines(work)
+    _node_state(work)
     silence = _silence(work)
     return replace(_decide(work), silence=silence)
 
@@ -174,7 +182,7 @@ def _root_cause(work: Work, log: NodeLog, failure: ElasticFailure) -> None:
             work.note(
                 f"torchelastic's root cause rank {or_unknown(rank)} on {node} failed in communication, which follows "
                 "another failure: not attributed to its node by itself",
-                ROOT_CAUSE,
+                ROOT_CAUSE, node,
             )
             work.add_context(node, [summary, *items])
             return
@@ -191,7 +199,7 @@ def _left_to_the_kernel(work: Work, node: str, summary: Item, said: str) -> None
     kernel event to settle."""
     work.add_context(node, [summary])
     work.unsettled.setdefault(node, []).append(ROOT_CAUSE)
-    work.note(said, ROOT_CAUSE)
+    work.note(said, ROOT_CAUSE, node)
 
 
 def _summary_item(failure: ElasticFailure) -> Item:
@@ -265,24 +273,17 @@ _NETWORK_WORDS = {
 }
 
 
-#: NCCL network warnings that are a sign of the reporting node's own device: its InfiniBand port or device failed
-_LINK_KINDS = frozenset({NetworkKind.ASYNC_EVENT})
-
-
 def _network(work: Work) -> None:
     for node, log in work.logs.items():
         if not log.network:
             continue
-        link = [e for e in log.network if e.kind in _LINK_KINDS]
-        other = [e for e in log.network if e.kind not in _LINK_KINDS]
+        link = [e for e in log.network if BY_ID[e.kind.value].meaning.names_node]
+        other = [e for e in log.network if not BY_ID[e.kind.value].meaning.names_node]
         for kind in sorted({e.kind for e in other}):
             signal = BY_ID[kind.value]
-            work.note(f"{node}: NCCL reported {_NETWORK_WORDS[kind]} ({signal.meaning}): it names no node by itself",
-                      signal.id)
-            if signal.meaning is SignalMeaning.AMBIGUOUS:
-                work.unsettled.setdefault(node, []).append(signal.id)
-        if other:
-            work.add_context(node, [Item(("net", e.kind, e.peer, e.status), line_evidence(e.line)) for e in other])
+            items = [Item(("net", e.kind, e.peer, e.status), line_evidence(e.line)) for e in other if e.kind is kind]
+            said = f"{node}: NCCL reported {_NETWORK_WORDS[kind]} ({signal.meaning})"
+            _by_meaning(work, node, signal, items, said, f"{said}: it names no node by itself")
         if not link:
             continue
         kinds = sorted({_NETWORK_WORDS[e.kind] for e in link})
@@ -297,54 +298,49 @@ def _network(work: Work) -> None:
                 said = f"the line names the peer {err.peer} ({where}){status}"
                 items.append(Item(("said-peer", err.peer), said_evidence(said)))
             items.append(Item(("net", err.kind, err.peer, err.status), line_evidence(err.line)))
-        work.node(node, "network", items, signals=sorted({e.kind.value for e in link}))
+        categories = sorted({BY_ID[e.kind.value].category or "network" for e in link}, key=_rank)
+        work.node(node, categories[0], items, signals=sorted({e.kind.value for e in link}))
+
+
+def _rank(category: str) -> int:
+    return -CATEGORY_RANK.get(category, 0)
 
 
 # ---------------------------------------------------------------- CUDA errors
 
 
 def _cuda(work: Work) -> None:
+    """Each CUDA error as its row's meaning says (NVIDIA's description of the error decides the row)."""
     for node, log in work.logs.items():
-        by_meaning: dict[Meaning, list[CudaError]] = {}
+        by_kind: dict[str, list[CudaError]] = {}
         for err in log.cuda:
-            meaning = err.kind.meaning if err.kind is not None else Meaning.UNKNOWN
-            by_meaning.setdefault(meaning, []).append(err)
-        for err_list in _by_category(by_meaning.get(Meaning.NODE, [])).values():
-            kind = err_list[0].kind
-            assert kind is not None and kind.category is not None
-            said = f"{_who(err_list[0], node)} reported {kind.runtime_name}: per NVIDIA, {kind.reason}"
-            items = [Item(("said-cuda", kind.runtime_name), said_evidence(said))]
-            items += [Item(("cuda", e.text), line_evidence(e.line)) for e in err_list]
-            work.node(node, kind.category, items, signals=[kind.runtime_name])
-        app = by_meaning.get(Meaning.APPLICATION, [])
-        if app:
+            by_kind.setdefault(err.kind.runtime_name if err.kind is not None else UNLISTED_CUDA, []).append(err)
+        for name, errors in by_kind.items():
+            signal = BY_ID[name]
+            if signal.meaning is SignalMeaning.APPLICATION:
+                _rank_errors(work, node, signal, errors)
+            if signal.meaning in (SignalMeaning.AMBIGUOUS, SignalMeaning.CONSEQUENCE):
+                items = [Item(("cuda", e.text), line_evidence(e.line)) for e in errors]
+                note = (f"{node}: a CUDA error NVIDIA gives no single cause for ({name}) was reported; only the node's "
+                        "own kernel event in the window (Xid, NVSwitch) settles it")
+                _by_meaning(work, node, signal, items, "", note)
+                continue
             items = []
-            for err in app:
-                kind = err.kind
-                assert kind is not None
-                said = f"{_who(err, node)} reported {kind.runtime_name}: per NVIDIA, {kind.reason}"
-                items += [Item(("said-cuda", kind.runtime_name, node), said_evidence(said)),
-                          Item(("cuda", err.text), line_evidence(err.line))]
-            names = tuple(sorted({e.kind.runtime_name for e in app if e.kind is not None}))
-            work.job.append(Candidate("application", items, names))
-        unknown = by_meaning.get(Meaning.UNKNOWN, [])
-        if unknown:
-            work.add_context(node, [Item(("cuda", e.text), line_evidence(e.line)) for e in unknown])
-            for name in dict.fromkeys(e.kind.runtime_name if e.kind else UNLISTED_CUDA for e in unknown):
-                work.unsettled.setdefault(node, []).append(name)
-                work.note(
-                    f"{node}: a CUDA error NVIDIA gives no single cause for ({name}) was reported; only the node's own "
-                    "kernel event in the window (Xid, NVSwitch) settles it",
-                    name,
-                )
+            for who in dict.fromkeys(_who(e, node) for e in errors):
+                said = f"{who} reported {name}: per NVIDIA, {signal.says}"
+                items.append(Item(("said-cuda", name, who), said_evidence(said)))
+            items += [Item(("cuda", e.text), line_evidence(e.line)) for e in errors]
+            _by_meaning(work, node, signal, items, None, None)
 
 
-def _by_category(errors: list[CudaError]) -> dict[str, list[CudaError]]:
-    out: dict[str, list[CudaError]] = {}
+def _rank_errors(work: Work, node: str, signal: Signal, errors: list[CudaError]) -> None:
+    """The program's errors per rank, for the comparison within the job the provider makes with the kernel logs."""
+    by_rank: dict[int | None, list[CudaError]] = {}
     for err in errors:
-        assert err.kind is not None and err.kind.category is not None
-        out.setdefault(err.kind.category, []).append(err)
-    return out
+        rank = err.rank if err.rank is not None else (err.group.rank if err.group and err.group.default_group else None)
+        by_rank.setdefault(rank, []).append(err)
+    for rank, errs in by_rank.items():
+        work.rank_errors.append(RankError(node, rank, signal.id, tuple(line_evidence(e.line) for e in errs)))
 
 
 def _who(err: CudaError, node: str) -> str:
@@ -380,27 +376,86 @@ def _signal_lines(work: Work) -> None:
             signal = BY_ID[ident]
             items = [Item(("signal", ident, h.line.text), line_evidence(h.line)) for h in hits]
             said = f"{node}: {ident}: {signal.says}"
-            if signal.meaning.names_node:
-                assert signal.category is not None
-                work.node(node, signal.category, [Item(("said-signal", ident), said_evidence(said)), *items],
-                          signals=[ident])
-            elif signal.meaning is SignalMeaning.APPLICATION:
-                work.job.append(Candidate("application", [Item(("said-signal", ident, node), said_evidence(said)),
-                                                          *items], (ident,)))
-            else:
-                work.add_context(node, items)
-                if signal.meaning in (SignalMeaning.AMBIGUOUS, SignalMeaning.NODE_STATE):
-                    work.unsettled.setdefault(node, []).append(ident)
-                work.note(f"{node}: {_MEANING_WORDS[signal.meaning]} ({ident}): it names no node by itself", ident)
+            note = f"{node}: {_MEANING_WORDS.get(signal.meaning, '')} ({ident}): it names no node by itself"
+            _by_meaning(work, node, signal, items, said, note)
 
 
 _MEANING_WORDS = {
-    SignalMeaning.CONFIGURATION: "the job's configuration or environment failed",
-    SignalMeaning.SCHEDULER: "the workload manager ended the job",
-    SignalMeaning.NODE_STATE: "the node's state kept the job from running",
     SignalMeaning.AMBIGUOUS: "a failure with no single cause was reported",
     SignalMeaning.CONSEQUENCE: "a failure that follows another one was reported",
 }
+
+#: the category of a conclusion on the job's resources, per meaning
+_JOB_CATEGORY = {
+    SignalMeaning.APPLICATION: "application",
+    SignalMeaning.CONFIGURATION: "configuration",
+    SignalMeaning.SCHEDULER: "scheduler",
+}
+
+
+def _by_meaning(work: Work, node: str, signal: Signal, items: list[Item], said: str | None, note: str | None) -> None:
+    """One signal's lines of one node, as the row's meaning says. `said` is the sentence put before the lines of a
+    conclusion (None: `items` hold their sentences already); `note` is what is said when the lines name nothing."""
+    meaning = signal.meaning
+    head = [Item(("said-signal", signal.id, node), said_evidence(said))] if said else []
+    if meaning.names_node:
+        assert signal.category is not None  # the table's loader checks it
+        work.node(node, signal.category, [*head, *items], signals=[signal.id])
+    elif meaning in _JOB_CATEGORY:
+        work.job.append(Candidate(_JOB_CATEGORY[meaning], [*head, *items], (signal.id,)))
+    elif meaning is SignalMeaning.NODE_STATE:
+        work.node_state.setdefault(node, []).append((signal.id, [*head, *items]))
+    else:
+        work.add_context(node, items)
+        if meaning is SignalMeaning.AMBIGUOUS:
+            work.unsettled.setdefault(node, []).append(signal.id)
+        work.note(note or f"{node}: {signal.id}: it names no node by itself", signal.id, node)
+
+
+# ---------------------------------------------------------------- node state, compared across the scope
+
+
+def _node_state(work: Work) -> None:
+    """Signs that a node cannot run the job as it is (a required daemon not running, a GPU that needs a reset, a
+    driver older than the job's runtime, no usable device) name the nodes that show them while the scope's other
+    nodes whose logs were read do not; shown by every node read (one node alone included: nothing then tells its
+    state from the job's), they are the job's configuration. The evidence says which."""
+    if not work.node_state:
+        return
+    read = [n for n in work.scope_nodes if n in work.logs and work.logs[n].lines]
+    showing = [n for n in work.scope_nodes if n in work.node_state]
+    others = [n for n in read if n not in work.node_state]
+    for node in showing:
+        work.add_context(node, [i for _, items in work.node_state[node] for i in items])
+    if others:
+        for node in showing:
+            ids = list(dict.fromkeys(ident for ident, _ in work.node_state[node]))
+            said = (
+                f"{node} shows that it cannot run the job as it is ({', '.join(ids)}) while {len(others)} other "
+                f"node(s) of the job whose logs were read do not ({listing(others, 4)}): the node's state, not the "
+                "job's configuration"
+            )
+            categories = sorted({BY_ID[i].category or NODE_STATE_CATEGORY for i in ids}, key=_rank)
+            items = [Item(("said-state", node), said_evidence(said))]
+            items += [i for _, its in work.node_state[node] for i in its]
+            work.node(node, categories[0], items, signals=ids)
+        return
+    ids = list(dict.fromkeys(ident for node in showing for ident, _ in work.node_state[node]))
+    if len(showing) == 1:
+        said = (
+            f"{showing[0]}, the only node of the job whose log was read, shows that it cannot run the job as it is "
+            f"({', '.join(ids)}); no other node tells its state apart from the job's configuration: shown by every "
+            "node read, it is the job's configuration or environment"
+        )
+    else:
+        said = (
+            f"every node of the job whose log was read ({len(showing)}: {listing(showing, 4)}) shows that it cannot "
+            f"run the job as it is ({', '.join(ids)}): the same on all of them, so it is the job's configuration or "
+            "environment"
+        )
+    items = [Item(("said-state",), said_evidence(said))]
+    items += [i for node in showing for _, its in work.node_state[node] for i in its]
+    work.job.append(Candidate("configuration", items, tuple(ids)))
 
 
 def _silence(work: Work) -> int:
@@ -414,24 +469,26 @@ def _silence(work: Work) -> int:
 
 
 def _decide(work: Work) -> JobLogConclusions:
-    """A node's own failure explains what other nodes see after it; job-level conclusions stand alone."""
+    """A node's own failure explains what other nodes see after it, and so does the job's own cause (its program,
+    its configuration, the scheduler's action); job-level conclusions stand alone."""
     primary = {n for n, cands in work.nodes.items() if any(c.category in PRIMARY for c in cands)}
-    has_app = any(c.category == "application" for c in work.job)
-    if primary or has_app:
+    causes = sorted({c.category for c in work.job if c.category in JOB_CAUSES}, key=_rank)
+    if primary or causes:
         for node in list(work.nodes):
             if node not in primary:
                 dropped = work.nodes.pop(node)
                 work.add_context(node, [i for c in dropped for i in c.items])
                 names = ", ".join(sorted({c.category for c in dropped}))
-                because = "another node shows its own failure" if primary else "the application failed"
+                because = "another node shows its own failure" if primary else f"the job's {causes[0]} failed"
                 work.notes.append(f"{node}: {names} kept as context only: {because}")
     nodes = tuple(
         _node_conclusion(work, node, work.nodes[node]) for node in work.scope_nodes if node in work.nodes
     )
     job: JobConclusion | None = None
-    job_candidates = [c for c in work.job if c.category == "application"] or work.job
+    job_candidates = work.job
     if job_candidates and not nodes:
-        category = job_candidates[0].category
+        # The highest-ranked of the job's causes (the configuration explains what the program then does, ...).
+        category = min((c.category for c in job_candidates), key=_rank)
         items = [i for c in job_candidates if c.category == category for i in c.items]
         evidence = _bounded(items, work.max_evidence)
         job = JobConclusion(category, _earliest(evidence), evidence)
@@ -463,13 +520,16 @@ def _decide(work: Work) -> JobLogConclusions:
         unsettled={n: tuple(dict.fromkeys(ids)) for n, ids in work.unsettled.items() if n not in named},
         decided_by=tuple(dict.fromkeys(decided)),
         noted=tuple(dict.fromkeys(work.noted)),
+        rank_errors=tuple(work.rank_errors),
+        node_notes={n: tuple(dict.fromkeys(notes)) for n, notes in work.node_notes.items()},
     )
 
 
 def _node_conclusion(work: Work, node: str, candidates: list[Candidate]) -> NodeConclusion:
-    ordered = sorted(candidates, key=lambda c: -CATEGORY_RANK.get(c.category, 0))
+    ordered = sorted(candidates, key=lambda c: _rank(c.category))
     evidence = _bounded([i for c in ordered for i in c.items], work.max_evidence)
-    return NodeConclusion(node, ordered[0].category, _earliest(evidence), evidence)
+    signals = tuple(dict.fromkeys(s for c in ordered for s in c.signals))
+    return NodeConclusion(node, ordered[0].category, _earliest(evidence), evidence, signals)
 
 
 def _bounded(items: list[Item], limit: int) -> tuple[Evidence, ...]:

@@ -25,6 +25,7 @@ from providers.telemetry.joblog import (
     scan_job_logs,
 )
 from providers.telemetry.joblog.nodes import NodeResolver
+from providers.telemetry.joblog.work import History
 from providers.telemetry.window import Window
 
 #: notes of the job-log rules about precedence (what they kept as context, what they did not conclude because a
@@ -93,6 +94,8 @@ class JobLogResult:
     #: nodes whose job log was read and holds no record while another node's does, or that were read up to their
     #: bound without settling them: what the others say of the job as a whole may be about them
     quiet: frozenset[str] = frozenset()
+    #: what earlier attempts of the workload corroborate (`history.with_history`)
+    history: History = History()
 
 
 def job_log_result(

@@ -26,6 +26,10 @@ OOM_KILL_AFTER = timedelta(seconds=5)
 P2P_OPS = frozenset({"SEND", "RECV", "RECVANYSOURCE"})
 #: categories that show a node's own failure; the others may follow another node's failure
 PRIMARY = frozenset({"gpu_memory", "nvlink", "gpu_unavailable", "gpu_driver", "host_oom"})
+#: the job's own causes, in the order of the one ranking: a conclusion on the job's resources as a whole
+JOB_CAUSES = ("configuration", "application", "scheduler")
+#: the category of a node that shows a sign it cannot run the job as it is, when its signal table row names none
+NODE_STATE_CATEGORY = "gpu_unavailable"
 
 
 @dataclass(frozen=True)
@@ -44,13 +48,15 @@ class NodeConclusion:
     category: str
     observed_at: datetime | None  # the earliest collector time among its lines, None when none has one
     evidence: tuple[Evidence, ...]
+    #: the signal table ids it was concluded from
+    signals: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class JobConclusion:
     """A conclusion about the job's resources as a whole (`AllJobResources`)."""
 
-    category: str  # `collective_timeout` or `application`
+    category: str  # `configuration`, `application`, `scheduler` or `collective_timeout`
     observed_at: datetime | None
     evidence: tuple[Evidence, ...]
 
@@ -79,6 +85,36 @@ class JobLogConclusions:
     noted: tuple[str, ...] = ()
     #: when no line of any node was understood: how many nodes' job logs held lines (0 otherwise)
     silence: int = 0
+    #: the errors NVIDIA gives the program (a CUDA error of application meaning) as each rank raised them: what a
+    #: comparison within the job reads (one GPU raising what the others, running the same code, do not)
+    rank_errors: tuple[RankError, ...] = ()
+    #: per node, the notes about its own signals (a signal that names no node by itself): a finding that names the node
+    #: settles them
+    node_notes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RankError:
+    """An error of application meaning one rank (or an unprefixed process) of a node raised."""
+
+    node: str
+    rank: int | None
+    signal: str  # the signal table row
+    evidence: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True)
+class History:
+    """What earlier attempts of the workload add to the current one (`history.py`)."""
+
+    #: nodes with an ambiguous signal now that an earlier attempt's node evidence names (not named otherwise)
+    nodes: tuple[NodeConclusion, ...] = ()
+    #: per node named now, the earlier attempts' ambiguous lines that corroborate it, with a sentence first
+    extra: Mapping[str, tuple[Evidence, ...]] = field(default_factory=dict)
+    #: sentences on what was not read
+    notes: tuple[str, ...] = ()
+    #: the earlier attempts whose logs were read
+    attempts: tuple[int, ...] = ()
 
 
 # ---------------------------------------------------------------- working types
@@ -128,14 +164,23 @@ class Work:
     unsettled: dict[str, list[str]] = field(default_factory=dict)
     #: signal ids read and said (in a note) to point at no node
     noted: list[str] = field(default_factory=list)
+    #: node -> the signs it cannot run the job as it is (signal id, evidence), compared across the scope's nodes
+    node_state: dict[str, list[tuple[str, list[Item]]]] = field(default_factory=dict)
+    rank_errors: list[RankError] = field(default_factory=list)
+    #: node -> the notes about its own signals
+    node_notes: dict[str, list[str]] = field(default_factory=dict)
 
     def node(self, node: str, category: str, items: Iterable[Item], signals: Iterable[str] = ()) -> None:
         self.nodes.setdefault(node, []).append(Candidate(category, list(items), tuple(signals)))
 
-    def note(self, message: str, signal: str | None = None) -> None:
+    def note(self, message: str, signal: str | None = None, node: str | None = None) -> None:
+        """A sentence on what was not concluded; `node`: it is about that node's signal (a finding that names the
+        node later settles it, and the merge leaves it out)."""
         self.notes.append(message)
         if signal is not None:
             self.noted.append(signal)
+        if node is not None:
+            self.node_notes.setdefault(node, []).append(message)
 
     def add_context(self, node: str, items: Iterable[Item]) -> None:
         self.context.setdefault(node, []).extend(items)

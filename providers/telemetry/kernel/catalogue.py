@@ -1,7 +1,8 @@
 """The catalogue: NVIDIA's Xid, NVLink5 decode and NVSwitch SXid facts with the Adapter's decisions, from one CSV file.
 
 The data is `data/xid_catalogue.csv` beside this module; its header names the sources and their versions. This module
-only loads and checks it; the line-dependent decode rules it names live in `decode.py`.
+only loads and checks it; the line-dependent decode rules it names live in `decode.py`. The driver's status codes
+(`NV_ERR_*` in `NVRM:` lines) are a catalogue of their own beside it (`nvstatus.py`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class Row:
     category: str | None
     rule: str
     reason: str
+    #: NVIDIA's own words on what the event is, where they decide (empty elsewhere)
+    meaning: str = ""
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ def _row(fields: dict[str, str], line: int) -> Row:
         category=category,
         rule=fields["rule"],
         reason=fields["reason"],
+        meaning=fields.get("meaning") or "",
     )
 
 

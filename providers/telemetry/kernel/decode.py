@@ -17,19 +17,26 @@ named rule reads it (the rule names are the catalogue's `rule` column):
   5 recover IMEX domain, 6 bus reset, 7 system reboot; NVIDIA cuda-python nvml bindings, A100 memory error
   management guide "Error Recovery and Response Flags"). None is no finding; any other known action is a node one.
 - `sxid_severity`: `nvidia-nvswitchN: SXid (PCI:...): <code>, (Fatal|Non-fatal), Link <nn> ...` (driver
-  `common_nvswitch.h`; NVIDIA/NVSentinel syslog-health-monitor sxid_handler_test.go). The word decides; lines that
+  `common_nvswitch.h`; NVIDIA/NVSentinel syslog-health-monitor sxid_handler_test.go). The word decides, except for
+  the codes the Fabric Manager guide calls always fatal (a finding whatever the word); lines that
   repeat the code without it (`Severity 1 Engine instance ...`, `Data {...}`) continue the latest record of the
   same switch and code logged within SXID_CONTINUATION of it, also when another switch's lines come between
   (switches log at once: leptonai/gpud components/accelerator/nvidia/error/sxid/README.md); a lone line without
   the word falls back to the catalogue:
   always fatal is a finding, potentially fatal is undecided, non-fatal is none.
+- `sxid_guide_impact`: the guide's per-code table says more than the word (NVLink traffic stalls and CUDA jobs are
+  aborted although the driver writes `Non-fatal`; every GPU and NVSwitch must be reset): the row decides.
 
 Events without an Xid (NVIDIA/open-gpu-kernel-modules messages; Linux drivers/pci/pcie/aer.c):
 `NVRM: GPU <bdf>: GPU has fallen off the bus.`, the three-line probe-time form `NVRM: The NVIDIA GPU <bdf>` /
 `(PCI ID: ...) installed in this system has` / `fallen off the bus and is not responding to commands.`
 (NVIDIA/NVSentinel issue 155), `NVRM: GPU <bdf>: RmInitAdapter failed! (0x..:0x..:..)` and `NVRM: The NVIDIA probe
 routine failed for N device(s).` (NVIDIA/open-gpu-kernel-modules issue 789, NVIDIA/gpu-operator issue 1146), GSP RPC
-timeouts, and PCIe AER `severity=` (Correctable/Corrected is no finding, Uncorrectable/Uncorrected is).
+timeouts, and PCIe AER `severity=` (Correctable/Corrected is no finding, Uncorrectable/Uncorrected is). The driver's
+status codes in `NVRM:` lines (an assertion's `[NV_ERR_RESET_REQUIRED] (0x00000062)`, a GSP RPC's `status=0x0000000f`)
+are read by `nvstatus.py` from the driver's own print sites and decided by its status table.
+
+A finding on the job carries NVIDIA's own words on the event (`Event.meaning`), shown before its lines.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from providers.telemetry.kernel.catalogue import Catalogue, Points, Row, catalogue
+from providers.telemetry.kernel.nvstatus import decode_status
 from providers.telemetry.kernel.parse import Record
 
 #: an SXid line without the Fatal/Non-fatal word continues its switch's latest record of that code only when logged
@@ -73,7 +81,14 @@ _XID74_NO_FINDING = {0: {0, 1, 20, 23, 30}, 3: {16, 17}, 4: {20, 23, 26, 29}}
 _RECOVERY_ACTIONS = {0: "none", 1: "gpu reset", 2: "node reboot", 3: "drain p2p", 4: "drain and reset",
                      5: "recover imex domain", 6: "bus reset", 7: "system reboot"}  # fmt: skip
 #: the decode rules the catalogue may name; a test checks the file names exactly these
-RULES = frozenset({"xid74_registers", "nvlink5_decode", "xid154_recovery_action", "sxid_severity"})
+RULES = frozenset(
+    {"xid74_registers", "nvlink5_decode", "xid154_recovery_action", "sxid_severity", "sxid_guide_impact"}
+)
+#: NVIDIA's investigatory workflows that read an application fault by where it repeats (WORKFLOW_XID_13: the same TPC
+#: and GPC; WORKFLOW_XID_31: the same GPU): repeated on one GPU they point at possible hardware
+REPEAT_WORKFLOWS = frozenset({"WORKFLOW_XID_13", "WORKFLOW_XID_31"})
+#: where an Xid 13 line names its graphics processing cluster and texture processing cluster
+_GPC_TPC = re.compile(r"\bGPC (\d+), TPC (\d+)")
 
 
 @dataclass(frozen=True)
@@ -89,6 +104,11 @@ class Event:
     device: str | None  # the GPU, switch or PCIe device the line names (tells repeats of one event apart)
     line: str  # the evidence text: the record's log lines
     label: str  # how the event is named in a message without log text, e.g. "Xid 79"
+    #: NVIDIA's words on what the event means, shown before its lines where they decide (a job finding, a status)
+    meaning: str | None = None
+    #: where NVIDIA's repetition workflow (REPEAT_WORKFLOWS) places the event: the GPU, and for Xid 13 the GPC and
+    #: TPC the line names; None for other events
+    repeat_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -186,18 +206,36 @@ def decode_xid(cat: Catalogue, code: int, rest: str) -> Decision:
 
 
 def decode_sxid(cat: Catalogue, code: int, rest: str) -> Decision:
-    """An SXid with its Fatal/Non-fatal word, or (without it) the catalogue's fatality of the code."""
+    """An SXid by the guide where it says more than the line (always fatal; a per-code impact), else by its
+    Fatal/Non-fatal word, or (without it) by the catalogue's fatality of the code."""
     word = _SXID_SEVERITY.match(rest)
     row = cat.sxid.get(code)
+    if row is not None and (row.fatality == "always_fatal" or row.rule == "sxid_guide_impact"):
+        return _row_decision(row)
     if word is not None:
         if word.group(1).lower() == "fatal":
             return Decision(Points.NODE, row.category if row is not None else "nvswitch")
         return _NOTHING
     if row is None:
         return _UNKNOWN
-    if row.fatality == "always_fatal":
-        return _row_decision(row)
     return _UNKNOWN if row.fatality == "potentially_fatal" else _NOTHING
+
+
+def xid_meaning(row: Row) -> str:
+    """NVIDIA's words on an Xid that points at the job, as its finding's evidence says them."""
+    said = row.meaning or f"{row.description}"
+    buckets = "/".join(b for b in (row.immediate, row.investigatory) if b)
+    return f"Xid {row.code} {row.name} ({row.description}; NVIDIA's resolution {buckets}): {said}"
+
+
+def _repeat_key(row: Row | None, device: str, rest: str) -> str | None:
+    """Where NVIDIA's repetition workflow places an application-fault Xid: its GPU (and GPC/TPC for Xid 13)."""
+    if row is None or row.investigatory not in REPEAT_WORKFLOWS:
+        return None
+    if row.investigatory == "WORKFLOW_XID_13":
+        m = _GPC_TPC.search(rest)
+        return f"{device} GPC {m.group(1)} TPC {m.group(2)}" if m else None
+    return device
 
 
 class _HostDecoder:
@@ -237,18 +275,24 @@ class _HostDecoder:
         return True
 
     def _event(self, record: Record, kind: str, code: int | None, decision: Decision, device: str | None,
-               label: str, line: str | None = None) -> Event:  # fmt: skip
+               label: str, line: str | None = None, meaning: str | None = None,
+               repeat_key: str | None = None) -> Event:  # fmt: skip
         return Event(
             self.host, record.observed_at, kind, code, decision.points, decision.category, device,
-            line if line is not None else record.evidence, label,
+            line if line is not None else record.evidence, label, meaning, repeat_key,
         )  # fmt: skip
 
     def _decode(self, record: Record, first: str) -> Event | None:
         m = _XID.search(first)
         if m is not None:
             code = int(m.group(2))
-            decision = decode_xid(self.cat, code, m.group(3) + "\n" + "\n".join(record.lines[1:]))
-            return self._event(record, "xid", code, decision, _device(m.group(1)), f"Xid {code}")
+            rest = m.group(3) + "\n" + "\n".join(record.lines[1:])
+            decision = decode_xid(self.cat, code, rest)
+            row = self.cat.xid.get(code)
+            device = _device(m.group(1))
+            meaning = xid_meaning(row) if row is not None and decision.points is Points.JOB else None
+            return self._event(record, "xid", code, decision, device, f"Xid {code}", meaning=meaning,
+                               repeat_key=_repeat_key(row, device, rest))  # fmt: skip
         m = _SXID.search(first)
         if m is not None:
             code = int(m.group(2))
@@ -263,8 +307,10 @@ class _HostDecoder:
                                _device(m.group(1)), "GPU fallen off the bus")  # fmt: skip
         m = _RM_INIT.search(text)
         if m is not None:
+            status = decode_status(text)
             return self._event(record, "gpu_init_failed", None, Decision(Points.NODE, "gpu_hardware"),
-                               _device(m.group(1) or ""), "RmInitAdapter failure")  # fmt: skip
+                               _device(m.group(1) or ""), "RmInitAdapter failure",
+                               meaning=status.meaning if status is not None else None)  # fmt: skip
         if _PROBE_FAILED.search(text):
             return self._event(record, "gpu_init_failed", None, Decision(Points.NODE, "gpu_hardware"), None,
                                "NVIDIA probe failure")  # fmt: skip
@@ -278,6 +324,10 @@ class _HostDecoder:
         if _GSP_TIMEOUT.search(text):
             return self._event(record, "gsp_timeout", None, Decision(Points.NODE, "gpu_firmware"), None,
                                "GSP RPC timeout")  # fmt: skip
+        status = decode_status(text)
+        if status is not None:
+            return self._event(record, "nv_status", None, Decision(status.points, status.category), status.device,
+                               status.label, meaning=status.meaning or None)  # fmt: skip
         return None
 
     def _probe_off_bus(self, record: Record, text: str) -> Event:

@@ -1,0 +1,90 @@
+"""The job-log rules decide by a row's meaning, whatever the row: every row of the signal table, its own example line
+on a node, concluded as its meaning says (the job's causes on the job's resources, node signs on the node, node state
+compared across the scope, ambiguous and consequence rows as notes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from providers.telemetry.joblog import conclude
+from providers.telemetry.joblog.signals import SIGNALS, Signal, SignalMeaning
+from tests.joblog import fixtures as fx
+from tests.joblog.support import logs
+
+#: rows read by their markers (or as a CUDA error, or an NCCL network warning): what the meaning alone decides
+READ = ("text", "cuda", "nccl_net")
+#: a node that ran the job and reported (ArcticTraining#219: a watchdog timeout)
+RAN = fx.ARCTIC_219[1]
+JOB = {SignalMeaning.APPLICATION: "application", SignalMeaning.CONFIGURATION: "configuration",
+       SignalMeaning.SCHEDULER: "scheduler"}  # fmt: skip
+
+
+def _rows(*meanings: SignalMeaning) -> list[Signal]:
+    return [s for s in SIGNALS if s.meaning in meanings and s.parse in READ and s.id != "cuda_error_unlisted"]
+
+
+def _texts(evidence: object) -> list[str]:
+    return [e.message for e in evidence]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("row", _rows(*JOB), ids=lambda s: s.id)
+def test_the_jobs_own_cause_is_a_job_conclusion_with_its_line(row: Signal) -> None:
+    out = conclude(["node-a", "node-b"], [], logs({"node-a": [row.example], "node-b": [RAN]}))
+    assert out.nodes == () and out.job is not None and out.job.category == JOB[row.meaning]
+    assert row.example.strip() in " ".join(_texts(out.job.evidence))
+    assert row.id in out.decided_by
+
+
+@pytest.mark.parametrize("row", _rows(SignalMeaning.NODE_HARDWARE, SignalMeaning.LINK_FABRIC), ids=lambda s: s.id)
+def test_a_node_sign_names_the_node_that_logged_it(row: Signal) -> None:
+    out = conclude(["node-a", "node-b"], [], logs({"node-a": [row.example], "node-b": [RAN]}))
+    assert [(c.node, c.category) for c in out.nodes] == [("node-a", row.category)]
+    assert out.job is None
+
+
+@pytest.mark.parametrize("row", _rows(SignalMeaning.NODE_STATE), ids=lambda s: s.id)
+def test_node_state_names_the_node_that_shows_it_and_is_the_jobs_when_every_node_does(row: Signal) -> None:
+    some = conclude(["node-a", "node-b"], [], logs({"node-a": [row.example], "node-b": [RAN]}))
+    assert [c.node for c in some.nodes] == ["node-a"] and some.job is None
+    assert some.nodes[0].category == (row.category or "gpu_unavailable")
+    assert _texts(some.nodes[0].evidence)[0].startswith(f"node-a shows that it cannot run the job as it is ({row.id})")
+    every = conclude(["node-a", "node-b"], [], logs({"node-a": [row.example], "node-b": [row.example]}))
+    assert every.nodes == () and every.job is not None and every.job.category == "configuration"
+    assert _texts(every.job.evidence)[0].startswith("every node of the job whose log was read (2: node-a, node-b)")
+    alone = conclude(["node-a"], [], logs({"node-a": [row.example]}))
+    assert alone.job is not None and alone.job.category == "configuration"
+
+
+@pytest.mark.parametrize("row", _rows(SignalMeaning.AMBIGUOUS, SignalMeaning.CONSEQUENCE), ids=lambda s: s.id)
+def test_an_ambiguous_or_consequent_sign_is_a_note_and_names_nothing(row: Signal) -> None:
+    out = conclude(["node-a", "node-b"], [], logs({"node-a": [row.example], "node-b": [RAN]}))
+    assert "node-a" not in {c.node for c in out.nodes}
+    assert out.job is None or out.job.category == "collective_timeout"
+    assert row.id in out.noted and any(n.startswith("node-a: ") for n in out.notes)
+    assert (row.id in out.unsettled.get("node-a", ())) is (row.meaning is SignalMeaning.AMBIGUOUS)
+
+
+def test_the_jobs_causes_rank_configuration_application_scheduler_then_the_timeouts() -> None:
+    config, app, sched = (_rows(m)[0] for m in (SignalMeaning.CONFIGURATION, SignalMeaning.APPLICATION,
+                                                 SignalMeaning.SCHEDULER))  # fmt: skip
+    lines = {"node-a": [config.example], "node-b": [app.example], "node-c": [sched.example], "node-d": [RAN]}
+    assert conclude(list(lines), [], logs(lines)).job.category == "configuration"  # type: ignore[union-attr]
+    del lines["node-a"]
+    assert conclude(list(lines), [], logs(lines)).job.category == "application"  # type: ignore[union-attr]
+    del lines["node-b"]
+    assert conclude(list(lines), [], logs(lines)).job.category == "scheduler"  # type: ignore[union-attr]
+
+
+def test_the_jobs_own_cause_keeps_other_nodes_symptoms_as_context() -> None:
+    # Assembled: rank 0 behind rank 4 in process group 1's completed work (LlamaFactory#7396 and #6269, the group
+    # named by its GUID as PyTorch 2.5 writes it) names node-a by itself; beside the job's configuration error it is
+    # a symptom the configuration explains.
+    behind = fx.LLAMAFACTORY_7396[2].split("] ", 1)[1].replace("[PG 1 Rank", "[PG ID 1 PG GUID 1 Rank")
+    ahead = fx.LLAMAFACTORY_6269[3].replace("[PG 1 Rank", "[PG ID 1 PG GUID 1 Rank")
+    alone = conclude(["node-a", "node-b"], [0, 4], logs({"node-a": [behind], "node-b": [ahead]}))
+    assert [(c.node, c.category) for c in alone.nodes] == [("node-a", "collective_hang")]
+    config = _rows(SignalMeaning.CONFIGURATION)[0]
+    out = conclude(["node-a", "node-b"], [0, 4], logs({"node-a": [config.example, behind], "node-b": [ahead]}))
+    assert out.nodes == () and out.job is not None and out.job.category == "configuration"
+    assert behind in _texts(out.context["node-a"])
+    assert "node-a: collective_hang kept as context only: the job's configuration failed" in out.notes
