@@ -363,7 +363,7 @@ def _held(hits: Iterable[int]) -> list[str]:
     standalone = [m for m in found if m in _STANDALONE]
     if len(standalone) == len(found):
         return found
-    parses = {s.parse for m in standalone for s in BY_MARKER[m]}
+    parses = {s.parse for m in standalone for s in BY_MARKER[m] if m not in s.context_only}
     return [m for m in found if m in _STANDALONE or not _NEEDS[m].isdisjoint(parses)]
 
 
@@ -393,8 +393,12 @@ NO_HITS = Hits((), frozenset(), (), ())
 
 @functools.lru_cache(maxsize=4096)
 def _hits_of(hits: tuple[int, ...]) -> Hits:
-    """The rows of a set match's markers (by their indices in MARKERS), in table order."""
-    ids = {s.id for m in _held(hits) for s in BY_MARKER[m]}
+    """The rows of a set match's markers (by their indices in MARKERS), in table order: a row by a marker it lists
+    as context-only only beside a standalone marker of its own parse (`invalid argument` is a CUDA error's message
+    beside `Cuda failure `, and NCCL's result only beside an NCCL error's own marker)."""
+    found = _held(hits)
+    parses = {s.parse for m in found if m in _STANDALONE for s in BY_MARKER[m] if m not in s.context_only}
+    ids = {s.id for m in found for s in BY_MARKER[m] if m not in s.context_only or s.parse in parses}
     rows = tuple(s for s in SEARCHED if s.id in ids)
     return Hits(
         rows, frozenset(s.parse for s in rows), tuple(s for s in rows if s.parse in ("text", "nccl_result")),
