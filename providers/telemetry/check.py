@@ -1,8 +1,8 @@
 """`check` for the open provider: each signal's own check, walked in turn, and one report.
 
 Each signal checks what it would read, the way its reader reads it (`kernel/check.py`, `kernel/check_loki.py` and
-`kernel/check_journal.py`, `dcgm/check.py`, `joblog/check.py`), with the shared checker and bounded readers
-(`checking.py`, `reading.py`).
+`kernel/check_journal.py`, `dcgm/check.py`, `joblog/check.py`, `flight_recorder/check.py`), with the shared checker
+and bounded readers (`checking.py`, `reading.py`).
 It only reads, and every read is bounded. Nothing here is used when answering requests.
 """
 
@@ -15,6 +15,7 @@ from typing import Any
 from providers.base import CheckReport, Deadline
 from providers.telemetry.checking import ERROR, Checker
 from providers.telemetry.dcgm.check import check_epilog
+from providers.telemetry.flight_recorder.check import check_flight_recorder
 from providers.telemetry.joblog.check import check_job_logs
 from providers.telemetry.joblog.loki import LokiJobLogSource
 from providers.telemetry.joblog.source import FileJobLogSource
@@ -27,7 +28,8 @@ from providers.telemetry.kernel.sources.loki import LokiSource
 
 
 def check(
-    source: object, epilog_dir: Path | None, zone: tzinfo, deadline: Deadline, job_logs: object | None = None
+    source: object, epilog_dir: Path | None, zone: tzinfo, deadline: Deadline, job_logs: object | None = None,
+    flight_recorder_dir: Path | None = None,
 ) -> CheckReport:
     """Check the configured log source and epilog directory; see the module docstring and docs/cli.md."""
     c = Checker(deadline, zone)
@@ -47,6 +49,8 @@ def check(
     elif isinstance(job_logs, LokiJobLogSource):
         c.text.append(f"job logs: Loki streams {job_logs.template} (read per request; not queried by check)")
         details["job_logs"] = {"loki_selector": job_logs.template}
+    if flight_recorder_dir is not None:
+        details["flight_recorder"] = check_flight_recorder(c, flight_recorder_dir)
     problems = sorted(c.problems, key=lambda p: p.severity is not ERROR)  # errors first, each kind in walk order
     errors = sum(p.severity is ERROR for p in problems)
     warnings = len(problems) - errors

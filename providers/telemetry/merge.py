@@ -22,6 +22,7 @@ from providers.telemetry.evidence import (
     outcome,
     select_evidence,
 )
+from providers.telemetry.flight_recorder import FlightRecorderResult
 from providers.telemetry.joblog import OomKill, oom_killed_pid
 from providers.telemetry.joblog.source import JobLogResult
 from providers.telemetry.joblog.work import PRIMARY, listing
@@ -33,26 +34,43 @@ UNSINGLED = frozenset({"collective_timeout"})
 
 
 def merge(
-    nodes: Sequence[str], kernel: KernelConclusions, max_evidence: int, job: JobLogResult | None = None
+    nodes: Sequence[str], kernel: KernelConclusions, max_evidence: int, job: JobLogResult | None = None,
+    dumps: FlightRecorderResult | None = None,
 ) -> AttributionOutcome:
-    """The kernel conclusions (and, when configured, the job-log conclusions) as one outcome."""
+    """The kernel conclusions (and, when configured, the job-log and flight-recorder conclusions) as one outcome.
+
+    A node the dumps name gets their evidence in its one finding (beside an Xid's, whose category ranks higher); a
+    job-wide `collective_timeout` of the job logs becomes evidence of the nodes the dumps name; collectives that
+    differ between ranks are the job's code (`application`) when no node is named.
+    """
     notes = list(kernel.notes)
     job_read = job.read_nodes if job is not None else frozenset()
-    with_logs = [n for n in nodes if n in kernel.read or n in job_read]
+    fr_read = dumps.read_nodes if dumps is not None else frozenset()
+    with_logs = [n for n in nodes if n in kernel.read or n in job_read or n in fr_read]
     at = len(notes)  # the job logs' notes go here once it is known which nodes a finding names
+    if dumps is not None:
+        notes.extend(dumps.notes)
     if not with_logs:
         notes.extend(job.notes if job is not None else ())
         notes.insert(0, f"no kernel log lines for any of the {len(nodes)} nodes in the window")
         return outcome([], [], notes)
-    merged = merge_per_node(nodes, [kernel.node_items])
+    merged = merge_per_node(nodes, [kernel.node_items, dumps.node_items if dumps is not None else {}])
     findings = [finding(NodeTarget(node), items, max_evidence) for node, items in merged.items()]
     if job is not None:
         findings = merge_job_logs(nodes, findings, job, max_evidence)
+        if dumps is not None and dumps.node_items:
+            findings = _timeout_on_nodes(findings, set(dumps.node_items), job, max_evidence)
         named_now = {f.target.name for f in findings if isinstance(f.target, NodeTarget)}
         findings += within_job(nodes, kernel, job, named_now, max_evidence)
+    if dumps is not None and dumps.job_items and any(isinstance(f.target, NodeTarget) for f in findings):
+        notes.append(
+            "the flight-recorder dumps show collectives that differ between ranks (the job's code), not concluded "
+            "beside the node findings: " + "; ".join(i.message for i in dumps.job_items[:2])
+        )
     if not any(isinstance(f.target, NodeTarget) for f in findings):
-        if kernel.job_items:
-            findings = [_with_job_level(finding(AllJobResources(), kernel.job_items, max_evidence), job, max_evidence)]
+        if kernel.job_items or (dumps is not None and dumps.job_items):
+            items = [*kernel.job_items, *(dumps.job_items if dumps is not None else ())]
+            findings = [_with_job_level(finding(AllJobResources(), items, max_evidence), job, max_evidence)]
         elif job is not None and job.conclusions.job is not None:
             whole = job.conclusions.job
             if job.late and whole.category in UNSINGLED:
@@ -212,6 +230,22 @@ def within_job(
     )
     evidence = _bounded(kernel_evidence, [ev for e in errors for ev in e.evidence], max_evidence)
     return [Finding(NodeTarget(node), REPEATED_FAULT, _earliest(first, evidence), evidence)]
+
+
+def _timeout_on_nodes(
+    findings: list[Finding], named: set[str], job: JobLogResult, max_evidence: int
+) -> list[Finding]:
+    """The job logs' job-wide watchdog timeout as evidence of the nodes the dumps name: they say who was waited for."""
+    whole = job.conclusions.job
+    if whole is None or whole.category not in UNSINGLED:
+        return findings
+    out = []
+    for f in findings:
+        if isinstance(f.target, NodeTarget) and f.target.name in named:
+            evidence = _bounded(f.evidence, whole.evidence, max_evidence)
+            f = Finding(f.target, f.error_category, _earliest(f.observed_at, evidence), evidence)
+        out.append(f)
+    return out
 
 
 def _with_job_level(found: Finding, job: JobLogResult | None, max_evidence: int) -> Finding:

@@ -25,6 +25,7 @@ from providers.telemetry.answers import AnswerCache, Key
 from providers.telemetry.collection import collector_paused, one_large_at_a_time
 from providers.telemetry.dcgm import results as epilog
 from providers.telemetry.dcgm.rules import attribute_epilog
+from providers.telemetry.flight_recorder import FlightRecorderResult, attempt_folder, conclude, read_dumps
 from providers.telemetry.identity import NodeNames, scope_names
 from providers.telemetry.joblog.history import with_history
 from providers.telemetry.joblog.loki import LokiJobLogSource
@@ -115,7 +116,7 @@ class TelemetryProvider(Provider):
         # with job logs beside them is not (their files are not in the proof).
         self._answers: AnswerCache | None = None
         files = isinstance(settings.source, FileSource) and settings.source.cache.entries > 0
-        if keep_answers and files and settings.job_logs is None:
+        if keep_answers and files and settings.job_logs is None and settings.flight_recorder_dir is None:
             self._answers = AnswerCache()
 
     @classmethod
@@ -175,7 +176,8 @@ class TelemetryProvider(Provider):
             job = job_log_result(request, nodes, job_logs, oom_kills(collector, source), self.settings.max_evidence)
             # Earlier attempts of the workload, for the nodes this attempt holds a signal of (joblog/history.py).
             job = with_history(job, self.settings.job_logs, request, window, work, trace, self.settings.max_evidence)
-        outcome = merge(nodes, attribute(nodes, collector, source), self.settings.max_evidence, job)
+        dumps = self._flight_recorder(request, nodes, work, job_logs)
+        outcome = merge(nodes, attribute(nodes, collector, source), self.settings.max_evidence, job, dumps)
         complete = not (collector.unreadable_nodes or collector.unreadable_combined or collector.unread)
         if proof is not None and complete:
             answers.put(key, proof, (outcome.attributions, outcome.unattributed_targets, outcome.error))  # type: ignore[union-attr,arg-type]
@@ -185,6 +187,28 @@ class TelemetryProvider(Provider):
             error=outcome.error,
             session_state=state,
         )
+
+    def _flight_recorder(
+        self, request: AttributionRequest, nodes: Sequence[str], deadline: Deadline, job_logs: JobLogs | None
+    ) -> FlightRecorderResult | None:
+        """The flight-recorder dumps of the request's attempt, concluded; the job logs' ranks per node (the `[rankN]:`
+        prefixes their lines carry) place a rank that left no dump."""
+        root = self.settings.flight_recorder_dir
+        if root is None:
+            return None
+        folder = attempt_folder(root, request.workload_id, request.workload_context.attempt_index)
+        if folder is None:
+            return FlightRecorderResult(notes=["the workload id cannot name a flight-recorder folder"])
+        read = read_dumps(folder, deadline, max_file_bytes=self.settings.flight_recorder_max_file_bytes)
+        if not read.found:
+            return None  # a job that did not hang leaves no dumps: nothing to say
+        ranks = {
+            rank: node
+            for node, log in (job_logs.logs.items() if job_logs is not None else ())
+            for rank, seen in log.ranks.items()
+            if not seen.marker_only
+        }
+        return conclude(read, nodes, request.scope.ranks, ranks, request.failure_context.detected_at)
 
     def _job_logs(
         self, request: AttributionRequest, nodes: Sequence[str], window: Window, deadline: Deadline,
@@ -310,7 +334,7 @@ class TelemetryProvider(Provider):
     def check(self, deadline: Deadline) -> CheckReport:
         """Whether the log source and the epilog directory can be read, and what they hold (see check.py)."""
         s = self.settings
-        return check.check(s.source, s.epilog_dir, s.time_zone, deadline, s.job_logs)
+        return check.check(s.source, s.epilog_dir, s.time_zone, deadline, s.job_logs, s.flight_recorder_dir)
 
 
 __all__ = ["TelemetryProvider", "Settings", "parse_settings", "fast_window"]

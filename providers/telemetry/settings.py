@@ -17,6 +17,7 @@ from typing import Any
 
 from providers.base import MAX_EVIDENCE, ProviderConstructionError
 from providers.settings import Setting, SettingError
+from providers.telemetry.flight_recorder.source import MAX_FILE_BYTES as MAX_DUMP_BYTES
 from providers.telemetry.joblog import MAX_NODE_BYTES, MAX_REQUEST_BYTES, ReadLimits
 from providers.telemetry.joblog.loki import LokiJobLogSource, template_problem
 from providers.telemetry.joblog.source import FileJobLogSource, JobLogSource
@@ -104,6 +105,17 @@ EPILOG_DIR = Setting(
     "ATTRIBUTION_EPILOG_DIR",
     "directory of epilog DCGM results for `slow`; without it `slow` answers `insufficient_telemetry`",
 )
+FLIGHT_RECORDER_DIR = Setting(
+    "ATTRIBUTION_FLIGHT_RECORDER_DIR",
+    "directory of PyTorch's NCCL flight-recorder dumps, `<dir>/<workload_id>/<attempt_index>/<node>/<dumps>` "
+    "(docs/flight-recorder.md); read by `fast` beside the logs, never unpickled",
+)
+FLIGHT_RECORDER_MAX_FILE_BYTES = Setting(
+    "ATTRIBUTION_FLIGHT_RECORDER_MAX_FILE_BYTES",
+    "bytes of one flight-recorder dump at most (a larger one is a note naming it; a large pickle is read from its "
+    "ends, docs/flight-recorder.md)",
+    MAX_DUMP_BYTES, 1, MAX_DUMP_BYTES, size=True,
+)
 
 #: every setting this provider reads, in the README's order (the registry checks `ATTRIBUTION_*` names against it
 #: at boot; a test checks the README's table against it, row by row)
@@ -128,8 +140,13 @@ SETTINGS: tuple[Setting, ...] = (
     JOB_LOG_MAX_NODE_BYTES,
     JOB_LOG_MAX_REQUEST_BYTES,
     EPILOG_DIR,
+    FLIGHT_RECORDER_DIR,
+    FLIGHT_RECORDER_MAX_FILE_BYTES,
 )
-_PREFIXES = ("ATTRIBUTION_KERNEL_LOG_", "ATTRIBUTION_LOKI_", "ATTRIBUTION_JOB_LOG_", "ATTRIBUTION_JOURNAL_")
+_PREFIXES = (
+    "ATTRIBUTION_KERNEL_LOG_", "ATTRIBUTION_LOKI_", "ATTRIBUTION_JOB_LOG_", "ATTRIBUTION_JOURNAL_",
+    "ATTRIBUTION_FLIGHT_RECORDER_",
+)
 _KNOWN = frozenset(s.name for s in SETTINGS)
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
@@ -192,6 +209,9 @@ class Settings:
     time_zone: tzinfo = UTC
     #: the job's own logs, read beside the kernel logs (None: not configured; answers come from kernel logs only)
     job_logs: JobLogSource | None = None
+    #: the folder of NCCL flight-recorder dumps (None: not configured), and the bytes of one dump at most
+    flight_recorder_dir: Path | None = None
+    flight_recorder_max_file_bytes: int = MAX_DUMP_BYTES
 
 
 def parse_settings(options: Mapping[str, str]) -> Settings:
@@ -236,6 +256,9 @@ def parse_settings(options: Mapping[str, str]) -> Settings:
     epilog_dir = None
     if EPILOG_DIR.text(options) is not None:
         epilog_dir = _directory(options, EPILOG_DIR)
+    flight_recorder_dir = None
+    if FLIGHT_RECORDER_DIR.text(options) is not None:
+        flight_recorder_dir = _directory(options, FLIGHT_RECORDER_DIR)
     return Settings(
         source=source,
         lookback=timedelta(seconds=_int(options, LOOKBACK)),
@@ -244,6 +267,8 @@ def parse_settings(options: Mapping[str, str]) -> Settings:
         epilog_dir=epilog_dir,
         time_zone=_zone(options, TIME_ZONE),
         job_logs=_job_logs(options),
+        flight_recorder_dir=flight_recorder_dir,
+        flight_recorder_max_file_bytes=_int(options, FLIGHT_RECORDER_MAX_FILE_BYTES),
     )
 
 

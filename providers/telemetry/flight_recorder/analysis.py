@@ -1,0 +1,459 @@
+"""Which ranks the others waited for, from the ranks' flight-recorder dumps (rules only: nothing here reads a file).
+
+Entries are matched across ranks by (group, collective sequence number), point to point by the group and the peer
+its name gives; never by `record_id` or `pg_id`, which count per process. For each group and each member with a
+dump: the newest collective it issued and its oldest unfinished one. A member waiting in a collective (its oldest
+unfinished; on a backend without events, gloo, where every collective ends retired, its last one) waits for:
+
+- the members that never issued that collective (their newest is older, or their dump holds none of the group),
+- the members that issued it but have not finished an older one (behind in sequence: the waiter finished it),
+- the members whose dump is missing (when every node folder was read), where the collective is unfinished.
+
+A rank that is waited for and waits for no rank with a dump is named (a rank stuck behind another is not the
+cause), and so is a rank without a dump that its peers wait for in a collective. Point to point: a pending send or
+recv waits for its peer when the peer holds no pending counterpart. A collective whose operation, dtypes or (for
+collectives of one shape on every rank) sizes differ between ranks at one sequence number is the job's code. When no
+rank waits for another, the conclusions say so. Work is linear in the members of each group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from providers.telemetry.flight_recorder.dumps import Dump, Entry
+
+#: collectives whose tensors have the same shape on every rank (the others -- all_to_all, gather, scatter, the
+#: uneven variants -- may differ by design, so only their operation and dtypes are compared)
+SAME_SHAPE = frozenset(
+    {
+        "all_reduce", "allreduce", "broadcast", "reduce", "all_gather", "allgather", "_all_gather_base",
+        "_allgather_base", "all_gather_into_tensor", "reduce_scatter", "_reduce_scatter_base",
+        "reduce_scatter_tensor", "barrier",
+    }
+)  # fmt: skip
+#: ranks listed by name in one sentence at most (the rest are counted)
+LISTED = 8
+#: sentences of evidence per named rank at most (its groups with the most waiters first)
+MAX_SENTENCES = 8
+
+
+@dataclass
+class Conclusions:
+    #: rank -> evidence sentences, the ranks the others waited for (with a dump)
+    named: dict[int, list[str]] = field(default_factory=dict)
+    #: ranks without a dump that the others waited for -> sentences
+    missing: dict[int, list[str]] = field(default_factory=dict)
+    #: sentences on collectives that differ between ranks at one sequence number
+    mismatches: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    #: whether any rank holds an unfinished operation
+    waiting: bool = False
+
+
+@dataclass
+class _Member:
+    """One rank's collectives of one group, as its dump's entries read give them."""
+
+    issued: int | None = None
+    last: Entry | None = None  # newest collective
+    pending: Entry | None = None  # oldest unfinished collective
+    by_seq: dict[int, Entry] = field(default_factory=dict)
+    p2p_pending: list[Entry] = field(default_factory=list)
+
+    @property
+    def point(self) -> Entry | None:
+        """Where it waits: its oldest unfinished collective; on gloo (every one ends retired), its last one."""
+        if self.pending is not None:
+            return self.pending
+        if self.last is not None and self.last.state != "completed" and not self.last.op.startswith("nccl:"):
+            return self.last
+        return None
+
+
+@dataclass
+class _Waited:
+    """Why and by whom a rank was waited for in one group."""
+
+    group: str
+    desc: str
+    why: str  # not_reached, behind, missing, p2p
+    seq: int | None
+    op: str
+    waiters: list[int]
+
+
+def _summaries(dump: Dump) -> dict[str, _Member]:
+    out: dict[str, _Member] = {}
+    for e in dump.entries:
+        if not e.group:
+            continue
+        m = out.get(e.group)
+        if m is None:
+            m = out[e.group] = _Member()
+        if e.p2p:
+            if not e.done:
+                m.p2p_pending.append(e)
+            continue
+        if e.seq is None:
+            continue
+        m.by_seq[e.seq] = e
+        if m.issued is None or e.seq >= m.issued:
+            m.issued = e.seq
+            m.last = e
+        if not e.done and (m.pending is None or e.seq < m.pending.seq):  # type: ignore[operator]
+            m.pending = e
+    return out
+
+
+def _quoted(group: str, desc: str) -> str:
+    return f'group "{group}"' + (f" ({desc})" if desc and desc != group else "")
+
+
+def _listing(ranks: Sequence[int]) -> str:
+    shown = ", ".join(map(str, ranks[:LISTED]))
+    return shown + (f" and {len(ranks) - LISTED} more" if len(ranks) > LISTED else "")
+
+
+def _op(op: str) -> str:
+    return op.split(":", 1)[-1]
+
+
+def analyse(
+    dumps: Mapping[int, Dump], job_ranks: Iterable[int] = (), complete: bool = True, unread: Iterable[int] = ()
+) -> Conclusions:
+    """Conclusions from `dumps` (rank -> Dump). `job_ranks`: the job's ranks as the request names them (members of
+    the default group of a backend that records no group table); `complete` False: some node folders were not read
+    (the deadline came first), so a rank without a dump may have one there: it is neither blamed nor missing;
+    `unread`: ranks whose dump could not be read, likewise."""
+    out = Conclusions()
+    missing_ok = complete
+    failed = set(unread)
+    summaries = {rank: _summaries(d) for rank, d in dumps.items()}
+    _shared_counters(dumps, summaries, out)
+    members, descs = _members(dumps, summaries, set(job_ranks) | set(dumps))
+    _mismatches(summaries, descs, out)
+    waited: dict[int, list[_Waited]] = {}
+    waiting: dict[tuple[int, str, bool], set[int]] = {}
+    for group, ranks in members.items():
+        _group(group, descs.get(group, ""), ranks, dumps, summaries, missing_ok, failed, waited, waiting)
+    _p2p(members, dumps, summaries, missing_ok, failed, waited, waiting)
+    out.waiting = any(m.pending is not None or m.p2p_pending for s in summaries.values() for m in s.values())
+    if not waited:
+        if dumps and not out.mismatches:
+            out.notes.append(
+                f"the flight-recorder dumps of {len(dumps)} rank(s) show no rank waiting for another"
+                + (" (the unfinished collectives are ones every member of their group reached)" if out.waiting else "")
+            )
+        return out
+    _name(waited, waiting, dumps, out)
+    return out
+
+
+def _shared_counters(dumps: Mapping[int, Dump], summaries: Mapping[int, dict[str, _Member]], out: Conclusions) -> None:
+    """Version 1.4 counts point-to-point operations with the collectives: in a group where some rank sent or received,
+    the ranks' collective numbers need not line up, so its collectives are not compared (its sends and receives
+    still are, by their peers)."""
+    mixed = {
+        group
+        for rank, groups in summaries.items()
+        if dumps[rank].version == "1.4"
+        for group, m in groups.items()
+        if m.p2p_pending or any(e.p2p and e.group == group for e in dumps[rank].entries)
+    }
+    if not mixed:
+        return
+    for groups in summaries.values():
+        for group in mixed & groups.keys():
+            m = groups[group]
+            m.issued, m.last, m.pending, m.by_seq = None, None, None, {}
+    out.notes.append(
+        f"{len(mixed)} group(s) of version-1.4 dumps hold point-to-point operations, which that version numbers with "
+        "the collectives: their collectives are not compared across ranks"
+    )
+
+
+def _members(
+    dumps: Mapping[int, Dump], summaries: Mapping[int, dict[str, _Member]], everyone: set[int]
+) -> tuple[dict[str, tuple[int, ...]], dict[str, str]]:
+    """Each group's members in group order, and its description: from the dumps' group tables; a group no table
+    lists (gloo records none) has the ranks whose entries name it, the default group every rank of the job."""
+    members: dict[str, tuple[int, ...]] = {}
+    descs: dict[str, str] = {}
+    for dump in dumps.values():
+        for group, (desc, ranks) in dump.groups.items():
+            if ranks and group not in members:
+                members[group] = ranks
+            if desc:
+                descs.setdefault(group, desc)
+    seen: dict[str, set[int]] = {}
+    for rank, groups in summaries.items():
+        for group in groups:
+            seen.setdefault(group, set()).add(rank)
+    for dump in dumps.values():
+        for e in dump.entries:
+            if e.desc:
+                descs.setdefault(e.group, e.desc)
+    for group, ranks in seen.items():
+        if group not in members:
+            default = descs.get(group) == "default_pg" or group == "default"
+            members[group] = tuple(sorted(everyone if default else ranks))
+    return members, descs
+
+
+def _group(
+    group: str,
+    desc: str,
+    ranks: Sequence[int],
+    dumps: Mapping[int, Dump],
+    summaries: Mapping[int, dict[str, _Member]],
+    missing_ok: bool,
+    failed: set[int],
+    waited: dict[int, list[_Waited]],
+    waiting: dict[tuple[int, str, bool], set[int]],
+) -> None:
+    """The waits of one group's members, in time linear in its members: the points its members wait at are few."""
+    info: dict[int, _Member | None] = {}
+    absent: list[int] = []
+    for r in ranks:
+        if r in dumps:
+            info[r] = summaries[r].get(group)
+        elif missing_ok and r not in failed:
+            absent.append(r)
+    points: dict[int, list[int]] = {}
+    entry_at: dict[int, Entry] = {}
+    pending_points: set[int] = set()
+    for r, mine in info.items():
+        point = mine.point if mine is not None else None
+        if point is None or point.seq is None:
+            continue
+        points.setdefault(point.seq, []).append(r)
+        entry_at.setdefault(point.seq, point)
+        if mine is not None and mine.pending is not None:
+            pending_points.add(point.seq)
+    if not points:
+        return
+    top = max(points)
+    top_pending = max(pending_points) if pending_points else None
+    for m, theirs in info.items():
+        if theirs is None or theirs.issued is None:
+            latest = max(entry_at.values(), key=lambda e: e.created_ns or 0)
+            if _covers(dumps[m], latest):
+                _add(waited, waiting, m, group, desc, "not_reached", points, lambda s: True, entry_at)
+            continue
+        issued = theirs.issued
+        if issued < top:
+            _add(waited, waiting, m, group, desc, "not_reached", points, lambda s, i=issued: i < s, entry_at)
+        elif theirs.pending is not None and top_pending is not None and theirs.pending.seq < top_pending:  # type: ignore[operator]
+            p = theirs.pending.seq
+            _add(waited, waiting, m, group, desc, "behind", points,
+                 lambda s, p=p: s in pending_points and p < s, entry_at)  # fmt: skip
+    # A rank without a dump is waited for only where its peers' collectives are unfinished: a gloo collective that
+    # ended (retired, well or by a timeout) says nothing about a member whose dump is not there.
+    for m in absent:
+        _add(waited, waiting, m, group, desc, "missing", points, lambda s: s in pending_points, entry_at)
+
+
+def _add(
+    waited: dict[int, list[_Waited]],
+    waiting: dict[tuple[int, str, bool], set[int]],
+    rank: int,
+    group: str,
+    desc: str,
+    why: str,
+    points: Mapping[int, list[int]],
+    applies,
+    entry_at: Mapping[int, Entry],
+) -> None:
+    """`rank` is waited for at every point `applies` to, by the members waiting there (but itself)."""
+    for s, waiters in points.items():
+        if not applies(s):
+            continue
+        others = [w for w in waiters if w != rank]
+        if not others:
+            continue
+        for w in others:
+            waiting.setdefault((w, group, False), set()).add(rank)
+        waited.setdefault(rank, []).append(_Waited(group, desc, why, s, entry_at[s].op, others))
+
+
+def _covers(dump: Dump, point: Entry) -> bool:
+    """Whether the entries read of `dump` reach back to when `point` was issued elsewhere, so that an entry of its
+    group, had the rank issued one, would be among them."""
+    if dump.whole:
+        return True
+    first = next((e.created_ns for e in dump.entries if e.created_ns is not None), None)
+    return first is not None and point.created_ns is not None and first <= point.created_ns
+
+
+def _peer(entry: Entry) -> tuple[str, int] | None:
+    """A point-to-point entry's direction and group-local peer, from its name (`nccl:send 0->3`, `recv 3<-0`)."""
+    kind, _, pair = _op(entry.op).partition(" ")
+    for arrow in ("->", "<-"):
+        a, sep, b = pair.partition(arrow)
+        if sep and a.isdigit() and b.isdigit() and kind in ("send", "recv"):
+            return kind, int(b)
+    return None
+
+
+def _p2p(
+    members: Mapping[str, tuple[int, ...]],
+    dumps: Mapping[int, Dump],
+    summaries: Mapping[int, dict[str, _Member]],
+    missing_ok: bool,
+    failed: set[int],
+    waited: dict[int, list[_Waited]],
+    waiting: dict[tuple[int, str, bool], set[int]],
+) -> None:
+    for r, groups in summaries.items():
+        for group, mine in groups.items():
+            if not mine.p2p_pending:
+                continue
+            ranks = members.get(group, ())
+            index = {rank: i for i, rank in enumerate(ranks)}
+            if r not in index:
+                continue
+            for e in mine.p2p_pending:
+                peer = _peer(e)
+                if peer is None or peer[1] >= len(ranks):
+                    continue
+                kind, local = peer
+                other = ranks[local]
+                if other == r:
+                    continue
+                if other not in dumps:
+                    if missing_ok and other not in failed:
+                        waiting.setdefault((r, group, True), set()).add(other)
+                        waited.setdefault(other, []).append(_Waited(group, e.desc, "missing", e.p2p_seq, e.op, [r]))
+                    continue
+                want = ("recv" if kind == "send" else "send", index[r])
+                theirs = summaries[other].get(group)
+                if theirs is not None and any(_peer(x) == want for x in theirs.p2p_pending):
+                    continue
+                if _covers(dumps[other], e):
+                    waiting.setdefault((r, group, True), set()).add(other)
+                    waited.setdefault(other, []).append(_Waited(group, e.desc, "p2p", e.p2p_seq, e.op, [r]))
+
+
+def _name(
+    waited: dict[int, list[_Waited]],
+    waiting: dict[tuple[int, str, bool], set[int]],
+    dumps: Mapping[int, Dump],
+    out: Conclusions,
+) -> None:
+    """The ranks waited for that wait for no one; a circle of waits names no one.
+
+    Only waits for ranks with a dump make a rank a waiter: a rank stuck on a peer whose dump is missing may be the
+    cause itself. A rank without a dump is named where its peers wait in a collective that includes it (a pending
+    send or recv to it says too little): a healthy rank's watchdog writes its dump, and the dumps cannot tell a rank
+    whose dump was lost from one that never wrote it.
+    """
+    waiters = {w for (w, _, _), ranks in waiting.items() if any(r in dumps for r in ranks)}
+    roots = sorted(r for r in waited if r in dumps and r not in waiters)
+    named = set(roots)
+    for r in roots:
+        out.named[r] = _sentences(r, waited[r], dumps)
+    needed: dict[int, dict[str, set[int]]] = {}  # missing rank -> group -> its waiters there
+    for (w, group, p2p), ranks in waiting.items():
+        if p2p or w in named:
+            continue
+        for r in ranks:
+            if r not in dumps:
+                needed.setdefault(r, {}).setdefault(group, set()).add(w)
+    for r, groups in sorted(needed.items()):
+        items = [
+            _Waited(i.group, i.desc, i.why, i.seq, i.op, [w for w in i.waiters if w in groups[i.group]])
+            for i in waited[r]
+            if i.group in groups and any(w in groups[i.group] for w in i.waiters)
+        ]
+        out.missing[r] = _sentences(r, items, dumps)
+    if not roots and not needed:
+        out.notes.append(
+            "in the flight-recorder dumps the ranks wait for each other in a circle (different ranks entered "
+            "collectives in different orders?): no rank is singled out"
+        )
+
+
+def _sentences(rank: int, items: list[_Waited], dumps: Mapping[int, Dump]) -> list[str]:
+    """One sentence per (group, point) the rank was waited for at, most waiters first."""
+    out = []
+    for w in sorted(items, key=lambda w: (-len(w.waiters), w.group, w.seq or 0))[:MAX_SENTENCES]:
+        waiters = sorted(w.waiters)
+        peers = f"{len(waiters)} peers ({_listing(waiters)}) wait" if len(waiters) > 1 else f"rank {waiters[0]} waits"
+        where = _quoted(w.group, w.desc)
+        op = _op(w.op)
+        if w.why == "missing":
+            out.append(
+                f"rank {rank} wrote no flight-recorder dump; {peers} in seq {w.seq} ({op}) of {where}, which "
+                "includes it"
+            )
+        elif w.why == "p2p":
+            seq = f" (p2p seq {w.seq})" if w.seq is not None else ""
+            out.append(f"rank {rank} has no matching point-to-point operation pending; {peers} in {op}{seq} of {where}")
+        elif w.why == "behind":
+            pend = _summaries_of(dumps[rank], w.group).pending
+            last = f"last completed seq {pend.seq - 1}" if pend is not None and pend.seq else "is behind"
+            out.append(f"rank {rank} {last} of {where}; {peers} in seq {w.seq} ({op}), past it")
+        else:
+            issued = _summaries_of(dumps[rank], w.group).issued
+            if issued is not None:
+                out.append(f"rank {rank} last issued seq {issued} of {where}; {peers} in seq {w.seq} ({op})")
+            else:
+                out.append(f"rank {rank}'s dump holds no collective of {where}; {peers} in seq {w.seq} ({op})")
+    return out
+
+
+def _summaries_of(dump: Dump, group: str) -> _Member:
+    return _summaries(dump).get(group) or _Member()
+
+
+def _mismatches(summaries: Mapping[int, dict[str, _Member]], descs: Mapping[str, str], out: Conclusions) -> None:
+    """Collectives that differ between ranks at one (group, sequence number): at each rank's oldest unfinished and
+    newest collective, where a mismatch stops a job."""
+    points: dict[str, set[int]] = {}
+    for groups in summaries.values():
+        for group, m in groups.items():
+            for e in (m.pending, m.last):
+                if e is not None and e.seq is not None:
+                    points.setdefault(group, set()).add(e.seq)
+    for group in sorted(points):
+        for seq in sorted(points[group]):
+            seen = [(r, g[group].by_seq[seq]) for r, g in summaries.items() if group in g and seq in g[group].by_seq]
+            if len(seen) < 2:
+                continue
+            problem = _differs(seen)
+            if problem:
+                out.mismatches.append(f"seq {seq} of {_quoted(group, descs.get(group, ''))}: {problem}")
+
+
+def _differs(seen: list[tuple[int, Entry]]) -> str | None:
+    def variants(key) -> dict[object, list[int]]:
+        found: dict[object, list[int]] = {}
+        for rank, e in seen:
+            value = key(e)
+            if value is not None:
+                found.setdefault(value, []).append(rank)
+        return found
+
+    def say(what: str, found: dict[object, list[int]], show) -> str:
+        ordered = sorted(found.items(), key=lambda kv: -len(kv[1]))
+        return f"{what} differ: " + "; ".join(f"{show(v)} on rank(s) {_listing(sorted(rs))}" for v, rs in ordered)
+
+    ops = variants(lambda e: _op(e.op))
+    if len(ops) > 1:
+        return say("operations", ops, str)
+    op = next(iter(ops), "")
+    dtypes = variants(lambda e: (e.input_dtypes, e.output_dtypes) if e.input_dtypes else None)
+    if len(dtypes) > 1:
+        return say(f"{op} dtypes", dtypes, lambda v: "/".join(v[0]) + " -> " + "/".join(v[1] or ()))
+    if op in SAME_SHAPE:
+        sizes = variants(lambda e: (e.input_sizes, e.output_sizes) if e.input_sizes is not None else None)
+        if len(sizes) > 1:
+            return say(f"{op} sizes", sizes, lambda v: _shape(v[0]) + " -> " + _shape(v[1]))
+    return None
+
+
+def _shape(sizes: tuple[tuple[int, ...], ...] | None) -> str:
+    if not sizes:
+        return "[]"
+    return ", ".join("[" + "x".join(map(str, s)) + "]" for s in sizes[:4]) + (" ..." if len(sizes) > 4 else "")

@@ -1,0 +1,53 @@
+// Records entries into PyTorch 2.3's own flight recorder (NCCLTraceBuffer, header-only in that release) and dumps
+// them with its own pickler: no GPU is needed because an event that was never recorded reads as done.
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <fstream>
+#include <torch/csrc/distributed/c10d/Utils.hpp>
+#include <torch/csrc/distributed/c10d/NCCLUtils.hpp>
+#include <torch/csrc/distributed/c10d/TraceUtils.h>
+#include <deque>
+
+namespace {
+std::deque<at::cuda::CUDAEvent> events;
+
+at::cuda::CUDAEvent* fresh() {
+  events.emplace_back();
+  return &events.back();
+}
+
+std::vector<at::Tensor> tensors(const std::vector<std::vector<int64_t>>& sizes) {
+  std::vector<at::Tensor> out;
+  for (const auto& s : sizes) {
+    out.push_back(at::empty(s, at::TensorOptions().device(at::kMeta)));
+  }
+  return out;
+}
+} // namespace
+
+int64_t record(int64_t pg_id, int64_t seq_id, int64_t op_id, const std::string& name,
+               const std::vector<std::vector<int64_t>>& in_sizes,
+               const std::vector<std::vector<int64_t>>& out_sizes, const std::string& state, bool retired) {
+  at::cuda::CUDAEvent* start = state == "scheduled" ? nullptr : fresh();
+  at::cuda::CUDAEvent* end = state == "completed" ? fresh() : nullptr;
+  auto id = c10d::NCCLTraceBuffer::get()->record(
+      pg_id, seq_id, op_id, name, tensors(in_sizes), tensors(out_sizes), start, end);
+  if (retired) {
+    c10d::NCCLTraceBuffer::get()->retire_id(id, false);
+  }
+  return id.has_value() ? static_cast<int64_t>(*id) : -1;
+}
+
+void pg_ranks(int64_t pg_id, const std::vector<uint64_t>& ranks) {
+  c10d::NCCLTraceBuffer::get()->record_pg_ranks(pg_id, ranks);
+}
+
+py::bytes dump() {
+  return py::bytes(c10d::NCCLTraceBuffer::get()->dump(c10::nullopt));
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("record", &record);
+  m.def("pg_ranks", &pg_ranks);
+  m.def("dump", &dump);
+}
