@@ -217,3 +217,36 @@ def test_torchelastic_s_summary_cut_out_of_the_buffer_gives_what_every_line_give
         lines = [*before, *variant(SUMMARY), *_training(2)]
         got, want, _ = _both("\n".join(lines).encode())
         assert got == want
+
+
+def _catalogue_lines() -> list[list[str]]:
+    """Each searched row's example, in every shape a log puts it and quoted as PyTorch and XLA quote NCCL's last
+    warning, each group of lines as `tests/joblog/test_signals.py` reads it."""
+    from tests.joblog import test_signals as ts
+
+    groups: list[list[str]] = []
+    for row in ts.SEARCHED:
+        example = ts._lines(row.id)
+        for _, prefix in ts.SHAPES:
+            if row.parse not in ts.NO_RANK or not prefix:
+                groups.append([prefix + line for line in example])
+        groups.append([f"[rank1]: RuntimeError: {line}" for line in example])
+        if row.catalogue == "nccl_warn" and " NCCL WARN " in row.example:
+            message = row.example.split(" NCCL WARN ", 1)[1]
+            groups.append(["[rank2]:ncclInternalError: Internal check failed.", "[rank2]:Last error:",
+                           "[rank0]:a line of another rank", f"[rank2]:{message}"])
+            groups.append([f"[rank2]:INTERNAL: NCCL operation ncclAllReduce failed: internal error. Last NCCL "
+                           f"warning(error) log entry (may be unrelated) '{message}'."])
+    return groups
+
+
+def test_every_row_of_the_catalogues_between_training_lines_gives_what_every_line_gives() -> None:
+    # a few rows at a time (so that no record bound is reached), each group behind and before training output
+    groups = _catalogue_lines()
+    assert len(groups) > 5_000
+    for start in range(0, len(groups), 40):
+        lines: list[str] = []
+        for number, group in enumerate(groups[start : start + 40]):
+            lines += _training(2, number) + group
+        got, want, _ = _both(("\n".join(lines) + "\n").encode())
+        assert got == want, start

@@ -1,19 +1,13 @@
-"""The job-log line kinds: how the message text of a line is read once a marker of the signal table is found in it.
+"""The readers of ProcessGroupNCCL's watchdog lines: pure functions of a line's message text.
 
-Each row of the signal table names a `parse` kind. A kind whose line stands alone is read by a pure function of the
-line's message text (what follows the collector prefixes, `[rankN]:`, `<host>:` or `N:`), which returns the values
-the node parser keeps (a tuple) or None when the text is not in the kind's shape; the parser calls it by the row's
-`parse` value (`KIND_READERS`), so a new kind is a function here and a row in the table. The kinds that follow a
-block of lines (`elastic`: torchelastic's summary; `exception`: a Python traceback) are read by the parser itself,
-and `text` rows are kept as they are, by their markers alone. The patterns are in `patterns.py`.
+The node parser (`lines.NodeParser._records`) calls each by the `parse` value of the rows whose markers the line
+holds (`watchdog`, `progress`, `desync`); each returns the values the parser keeps (a tuple) or None when the text is
+not in the kind's shape. The catalogues' kinds are read in `messages.py` and `cuda_errors.py`, the kinds that follow a
+block of lines (`elastic`, `exception`) by the parser itself. The patterns are in `patterns.py`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-from providers.telemetry.joblog.network import nccl_warning
 from providers.telemetry.joblog.patterns import (
     DESYNC_LAGGING,
     DESYNC_MISSING,
@@ -24,11 +18,7 @@ from providers.telemetry.joblog.patterns import (
     WATCHDOG,
     WATCHDOG_TAIL,
     _ranks_list,
-    cuda_error_in,
 )
-
-#: a kind's reader: the line's message text -> the values it holds, or None
-KindReader = Callable[[str], Any]
 
 
 def watchdog(message: str) -> tuple[int | None, str, int, int] | None:
@@ -73,17 +63,4 @@ def desync(message: str) -> tuple[int, ...] | None:
     return ranks or None
 
 
-#: the readers of the kinds whose lines stand alone, by the signal table's `parse` value
-KIND_READERS: dict[str, KindReader] = {
-    "watchdog": watchdog,
-    "progress": progress,
-    "desync": desync,
-    "nccl_net": nccl_warning,
-    "cuda": cuda_error_in,
-}
-#: kinds the node parser reads across lines (a block), not line by line
-BLOCK_KINDS = frozenset({"elastic", "exception"})
-#: the kind of rows kept by their markers alone
-TEXT = "text"
-
-__all__ = ["BLOCK_KINDS", "KIND_READERS", "TEXT", "KindReader", "desync", "progress", "watchdog"]
+__all__ = ["desync", "progress", "watchdog"]

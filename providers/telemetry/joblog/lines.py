@@ -16,8 +16,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from providers.telemetry.joblog.kinds import KIND_READERS, TEXT, KindReader
-from providers.telemetry.joblog.network import is_address
+from providers.telemetry.joblog import kinds
+from providers.telemetry.joblog.cuda_errors import cuda_error_in
+from providers.telemetry.joblog.messages import (
+    Message,
+    code_of,
+    nccl_message,
+    nccl_origin,
+    own_marker_in,
+    read_format,
+    read_nccl,
+)
+from providers.telemetry.joblog.network import is_address, nccl_warning
 from providers.telemetry.joblog.nodes import NodeResolver
 from providers.telemetry.joblog.patterns import (
     CRI_HOST,
@@ -48,9 +58,9 @@ from providers.telemetry.joblog.records import (
     DesyncReport,
     ElasticFailure,
     GroupRank,
-    KindHit,
     LogLine,
     NcclNetworkError,
+    NetworkKind,
     NodeLog,
     PythonTraceback,
     RankSighting,
@@ -58,7 +68,7 @@ from providers.telemetry.joblog.records import (
     WatchdogTimeout,
     WorkProgress,
 )
-from providers.telemetry.joblog.signals import Signal, signals_in
+from providers.telemetry.joblog.signals import BY_ID, Hits, hits_in, signals_in
 
 # ---------------------------------------------------------------- the node parser
 
@@ -86,9 +96,7 @@ _Split = tuple[str, str, _Stamp]
 
 
 def _observed(stamp: _Stamp) -> datetime | None:
-    if stamp is None or isinstance(stamp, datetime):
-        return stamp
-    return parse_stamp(stamp)
+    return stamp if stamp is None or isinstance(stamp, datetime) else parse_stamp(stamp)
 
 
 class NodeParser:
@@ -109,20 +117,25 @@ class NodeParser:
         self._cuda: list[CudaError] = []
         self._tracebacks: list[PythonTraceback] = []
         self._signals: list[SignalHit] = []
-        self._kinds: list[KindHit] = []
         self._open_tracebacks: dict[int | None, _Traceback] = {}
         self._elastic_section: bool | None = None  # None: outside a summary; else "in the root cause section"
         self._elastic_entry: _ElasticEntry | None = None
         self._last_prefixed_rank: int | None = None
         self._pending_desync: dict[int | None, list[tuple[LogLine, tuple[int, ...]]]] = {}
         self._partial: dict[str, list[str]] = {}  # CRI partial lines per stream
+        #: rank -> the number of its `Last error:` line: its next line is NCCL's last warning, as PyTorch quotes it
+        self._last_error: dict[int | None, int] = {}
 
     # ------------------------------------------------------------ input
 
     def feed(self, raw: str) -> None:
         """Take the next line (without its newline)."""
         self._number += 1
-        if raw[:5] == "[rank" and not (self._pending_desync or self._open_tracebacks) and raw.isprintable():
+        if (
+            raw[:5] == "[rank"
+            and not (self._pending_desync or self._open_tracebacks or self._last_error)
+            and raw.isprintable()
+        ):
             m = RANK_PREFIX.match(raw)
             if m is not None:
                 self._ranked(raw if len(raw) <= MAX_LINE_CHARS else raw[:MAX_LINE_CHARS], m)
@@ -152,8 +165,8 @@ class NodeParser:
             m = ROLE_PREFIX.match(body)
             if m:
                 body = body[m.end() :].removeprefix(" ")
-        hits = signals_in(body)
-        group = self._marker(body) if rank is None or hits or self._pending_desync else None
+        hits = hits_in(body)
+        group = self._marker(body) if rank is None or hits.rows or self._pending_desync else None
         if rank is not None:
             self._last_prefixed_rank = rank
             self._sighting(rank, text, stamp, marker_only=False)
@@ -165,19 +178,21 @@ class NodeParser:
             self._elastic(body)
         if self._open_tracebacks or body.startswith("Traceback"):
             self._traceback(rank, body)
-        if hits:
-            self._records(rank, group, body, self._line(), hits)
+        quoted = bool(self._last_error) and self._quoted(rank, group, body)
+        if hits.rows:
+            self._records(rank, group, body, self._line(), hits, quoted)
 
     def _ranked(self, text: str, m: re.Match[str]) -> None:
         """`feed` for the usual line of a rank, `[rankN]:` first, nothing to clean, no traceback open and no desync
-        report waiting for its process group: the same steps, without those that cannot apply."""
+        report waiting for its process group, no `Last error:` waiting for its quote: the same steps, without those that
+        cannot apply."""
         rank = int(m.group("rank"))
         body = text[m.end() :]
         if body[:1] == " ":
             body = body[1:]
         self._current = (text, None)
         self._current_line = None
-        hits = signals_in(body)
+        hits = hits_in(body)
         self._last_prefixed_rank = rank
         seen = self._seen.get(rank)
         if seen is None:
@@ -188,7 +203,7 @@ class NodeParser:
             seen[1], seen[2], seen[3], seen[4] = self._number, text, None, False
         if body.startswith("Traceback"):
             self._traceback(rank, body)
-        if hits:
+        if hits.rows:
             self._records(rank, self._marker(body), body, self._line(), hits)
 
     def summary(self, lines: list[str]) -> bool:
@@ -224,7 +239,7 @@ class NodeParser:
     def in_block(self) -> bool:
         """Whether the next lines may continue a block being followed (a traceback, torchelastic's summary, a CRI
         line in parts): such lines must be fed one by one, whatever they hold."""
-        return bool(self._open_tracebacks or self._partial) or (
+        return bool(self._open_tracebacks or self._partial or self._last_error) or (
             self._elastic_section is not None or self._elastic_entry is not None
         )
 
@@ -276,7 +291,6 @@ class NodeParser:
             cuda=tuple(self._cuda),
             tracebacks=tuple(self._tracebacks),
             signals=tuple(self._signals),
-            kinds=tuple(self._kinds),
         )
 
     # ------------------------------------------------------------ prefixes
@@ -293,7 +307,7 @@ class NodeParser:
             if m is not None:
                 cri = _cri(text, m)
                 if cri is None:
-                    return text, self._own_host_off(text[m.end() :]), m
+                    return text, self._own_host_off(_label_off(text[m.end() :])), m
                 end, stream, flag = cri
                 content = text[end:]
                 if flag == "P":
@@ -366,43 +380,113 @@ class NodeParser:
     # ------------------------------------------------------------ records
 
     def _records(
-        self, rank: int | None, group: GroupRank | None, body: str, line: LogLine, hits: tuple[Signal, ...]
+        self, rank: int | None, group: GroupRank | None, body: str, line: LogLine, hits: Hits, quoted: bool = False
     ) -> None:
-        """Read a line by what its signals' rows say: each `parse` kind by its reader (kinds.KIND_READERS), `text`
-        rows as they are."""
-        plan = _plans.get(id(hits))
-        if plan is None or plan[0] is not hits:
-            plan = _plans[id(hits)] = (hits, *_plan(hits))
-        _, readers, texts = plan
-        for kind, reader in readers:
-            found = reader(body)
+        """Read a line by what its rows say: each `parse` kind by its own reader, `text` rows as they are."""
+        parses = hits.parses
+        if "watchdog" in parses:
+            found = kinds.watchdog(body)
             if found is not None:
-                self._kind(kind, rank, group, line, found)
-        for ident in texts:
-            self._keep(self._signals, SignalHit(ident, line, rank, group))
+                self._keep(self._timeouts, WatchdogTimeout(line, rank, group, *found))
+        if "progress" in parses:
+            found = kinds.progress(body)
+            if found is not None:
+                self._keep(self._progress, WorkProgress(line, rank, group, *found))
+        if "desync" in parses:
+            found = kinds.desync(body)
+            if found is not None:
+                reporter = rank if rank is not None else self._last_prefixed_rank
+                pending = self._pending_desync.setdefault(reporter, [])
+                if len(pending) < MAX_BLOCK_LINES:
+                    pending.append((line, found))
+        if not quoted and ("nccl" in parses or "nccl_net" in parses):
+            self._nccl(rank, group, body, line, hits)
+        if "last_error" in parses:
+            self._open_last_error(rank, group, body, line)
+        if "cuda" in parses:
+            cuda = cuda_error_in(body)
+            if cuda is not None:
+                where = nccl_message(body)
+                host, device = nccl_origin(body[: body.find("NCCL ")]) if where else (None, None)
+                self._keep(self._cuda, CudaError(line, rank, group, cuda[0], cuda[1], host, device))
+        if "format" in parses:
+            message = read_format(body, hits.format_rows)
+            if message is not None:
+                self._keep(self._signals, self._hit(message, line, rank, group))
+        for signal in hits.text_rows:
+            self._keep(self._signals, SignalHit(signal.id, line, rank, group))
 
-    def _kind(self, kind: str, rank: int | None, group: GroupRank | None, line: LogLine, found: Any) -> None:
-        """Keep what a kind's reader found in a line, as that kind's record."""
-        if kind == "watchdog":
-            self._keep(self._timeouts, WatchdogTimeout(line, rank, group, *found))
-        elif kind == "progress":
-            self._keep(self._progress, WorkProgress(line, rank, group, *found))
-        elif kind == "desync":
-            reporter = rank if rank is not None else self._last_prefixed_rank
-            pending = self._pending_desync.setdefault(reporter, [])
-            if len(pending) < MAX_BLOCK_LINES:
-                pending.append((line, found))
-        elif kind == "nccl_net":
-            host, what, peer, status = found
-            peer_node = None
-            if peer:
-                name = peer.split("<", 1)[0]
-                peer_node = self._resolve(name) if name and not is_address(name) else None
-            self._keep(self._network, NcclNetworkError(line, what, host, peer, peer_node, status))
-        elif kind == "cuda":
-            self._keep(self._cuda, CudaError(line, rank, group, found[0], found[1]))
-        else:  # a kind with no record of its own: kept as what its reader found
-            self._keep(self._kinds, KindHit(kind, line, rank, group, found))
+    def _nccl(self, rank: int | None, group: GroupRank | None, body: str, line: LogLine, hits: Hits | None,
+              bare: bool = False) -> None:
+        """An NCCL warning: the row whose format its message matches; a network warning's record names the peer."""
+        message = read_nccl(body, bare)
+        row = BY_ID[message.format] if message is not None else None
+        if row is not None and row.parse == "cuda":
+            return  # `Cuda failure`: the CUDA reader takes the line, which holds its marker
+        if (row is None or row.parse == "nccl_net") and self._nccl_net(body, line, message):
+            return
+        if message is None and hits is not None:
+            # no format of the catalogue matches (a wrapper quoting the message another way): a row whose own
+            # marker, other than the shared `NCCL WARN`, the line holds
+            row = next((r for r in hits.rows if r.parse == "nccl" and own_marker_in(r, body)), None)
+            message = Message(row.id, row.id) if row is not None else None
+        if message is not None:
+            self._keep(self._signals, self._hit(message, line, rank, group))
+
+    def _nccl_net(self, body: str, line: LogLine, message: Message | None) -> bool:
+        found = nccl_warning(body)
+        if message is not None and BY_ID[message.format].code == IB_EVENTS:
+            # an asynchronous event of the device: the event's own row says whether it is a sign of the node's device
+            if not BY_ID[message.signal].meaning.names_node:
+                return False
+            origin = nccl_message(body)
+            found = (origin[1] if origin else None, NetworkKind.ASYNC_EVENT, None, None)
+        if found is None:
+            return False
+        host, kind, peer, status = found
+        peer_node = None
+        if peer:
+            name = peer.split("<", 1)[0]
+            peer_node = self._resolve(name) if name and not is_address(name) else None
+        signal = message.signal if message is not None else kind.value
+        device = message.device if message is not None else None
+        fmt = message.format if message is not None and message.format != signal else None
+        code = message.code if message is not None else None
+        if code is None and status is not None:
+            code = code_of(IB_STATUS, str(status))  # a release whose wording no format holds: the status it gave
+        self._keep(self._network,
+                   NcclNetworkError(line, kind, host, peer, peer_node, status, signal, device, fmt, code))
+        return True
+
+    def _open_last_error(self, rank: int | None, group: GroupRank | None, body: str, line: LogLine) -> None:
+        """PyTorch's `Last error:` (NCCL's last warning on the next line of the rank) or XLA's inline quote."""
+        if nccl_message(body) is not None:
+            self._nccl(rank, group, body, line, None)
+            return
+        pos = body.find(LAST_ERROR)
+        rest = body[pos + len(LAST_ERROR) :].strip() if pos >= 0 else ""
+        if rest:
+            self._nccl(rank, group, rest, line, None, bare=True)
+        elif len(self._last_error) < MAX_RECORDS:
+            self._last_error[rank] = self._number
+
+    def _quoted(self, rank: int | None, group: GroupRank | None, body: str) -> bool:
+        """Whether this line is the NCCL warning a `Last error:` of its rank announced (and read it as one)."""
+        opened = self._last_error.pop(rank, None)
+        for other in [r for r, n in self._last_error.items() if self._number - n > LAST_ERROR_LINES]:
+            del self._last_error[other]
+        if opened is None or self._number - opened > LAST_ERROR_LINES:
+            return False
+        self._nccl(rank, group, body, self._line(), None, bare=True)
+        return True
+
+    def _hit(self, message: Message, line: LogLine, rank: int | None, group: GroupRank | None) -> SignalHit:
+        host = message.host
+        node = self._resolve(host) if host and not is_address(host) and "[" not in host else None
+        return SignalHit(
+            message.signal, line, rank, group, host, node, message.device, message.ranks, message.code, message.exit,
+            message.peer, message.format if message.format != message.signal else None,
+        )
 
     def _resolve_desync(self, rank: int | None, group: GroupRank | None) -> None:
         """A desync report belongs to the process group of its reporter's next marked line."""
@@ -545,18 +629,13 @@ class NodeParser:
         )
 
 
-#: a line's signals (a tuple `signals.signals_in` keeps for each set of markers) -> (that tuple, its kinds' readers in
-#: reading order, its `text` rows' ids); held here with the tuple, so that its id names it while it is held
-_plans: dict[int, tuple[tuple[Signal, ...], tuple[tuple[str, KindReader], ...], tuple[str, ...]]] = {}
-#: kinds read in this order on a line that holds several (then the kinds the table adds, in table order)
-_KIND_ORDER = ("watchdog", "progress", "desync", "nccl_net", "cuda")
-
-
-def _plan(hits: tuple[Signal, ...]) -> tuple[tuple[tuple[str, KindReader], ...], tuple[str, ...]]:
-    """What a line holding `hits` is read by: each kind's reader once, and the ids of its `text` rows."""
-    kinds = [s.parse for s in hits if s.parse in KIND_READERS]
-    ordered = [k for k in _KIND_ORDER if k in kinds] + [k for k in dict.fromkeys(kinds) if k not in _KIND_ORDER]
-    return tuple((k, KIND_READERS[k]) for k in ordered), tuple(s.id for s in hits if s.parse == TEXT)
+def _label_off(text: str) -> str:
+    """`text` without srun's `--label` prefix (`12: `), which may follow a collector's time."""
+    if text[:1].isdigit() or text[:1] == " ":
+        m = SRUN_LABEL.match(text)
+        if m:
+            return text[m.end() :]
+    return text
 
 
 def _cri(text: str, stamped: re.Match[str]) -> tuple[int, str, str] | None:
@@ -578,6 +657,15 @@ def _cri(text: str, stamped: re.Match[str]) -> tuple[int, str, str] | None:
 _NOT_SUMMARY = ("[rank", "[PG ", "[Rank ")
 #: the signal table's kinds a summary line may hold a marker of (they give no record of their own)
 _SUMMARY_PARSES = frozenset({"elastic"})
+
+
+#: the code catalogues of the InfiniBand device's asynchronous events and work completions' statuses (`data/ib.csv`)
+IB_EVENTS = "ibv_event_type"
+IB_STATUS = "ibv_wc_status"
+#: PyTorch's `getNcclErrorDetailStr`: NCCL's last warning follows on the next line
+LAST_ERROR = "Last error:"
+#: lines of the same rank the warning a `Last error:` announces may come after it (other ranks' lines cut in)
+LAST_ERROR_LINES = 8
 
 
 #: the longest text a `MARKER` match can span (`[PG ID <9 digits> PG GUID <128> Rank <9 digits>]` is 169)

@@ -41,6 +41,7 @@ from providers.telemetry.joblog.records import (
     CudaError,
     ElasticFailure,
     ExceptionKind,
+    NcclNetworkError,
     NetworkKind,
     NodeLog,
     PythonTraceback,
@@ -274,15 +275,18 @@ _NETWORK_WORDS = {
 
 
 def _network(work: Work) -> None:
+    """Each NCCL network warning as the row it carries says: the row its format matched, or the row of the status or
+    event its code names when that code decides (`records.NcclNetworkError.signal`); the family's row otherwise."""
     for node, log in work.logs.items():
         if not log.network:
             continue
-        link = [e for e in log.network if BY_ID[e.kind.value].meaning.names_node]
-        other = [e for e in log.network if not BY_ID[e.kind.value].meaning.names_node]
-        for kind in sorted({e.kind for e in other}):
-            signal = BY_ID[kind.value]
-            items = [Item(("net", e.kind, e.peer, e.status), line_evidence(e.line)) for e in other if e.kind is kind]
-            said = f"{node}: NCCL reported {_NETWORK_WORDS[kind]} ({signal.meaning})"
+        link = [e for e in log.network if _net_row(e).meaning.names_node]
+        other = [e for e in log.network if not _net_row(e).meaning.names_node]
+        for ident in sorted({_net_row(e).id for e in other}):
+            signal = BY_ID[ident]
+            errors = [e for e in other if _net_row(e).id == ident]
+            items = [Item(("net", e.kind, e.peer, e.status), line_evidence(e.line)) for e in errors]
+            said = f"{node}: NCCL reported {_NETWORK_WORDS[errors[0].kind]} ({signal.meaning})"
             _by_meaning(work, node, signal, items, said, f"{said}: it names no node by itself")
         if not link:
             continue
@@ -298,8 +302,12 @@ def _network(work: Work) -> None:
                 said = f"the line names the peer {err.peer} ({where}){status}"
                 items.append(Item(("said-peer", err.peer), said_evidence(said)))
             items.append(Item(("net", err.kind, err.peer, err.status), line_evidence(err.line)))
-        categories = sorted({BY_ID[e.kind.value].category or "network" for e in link}, key=_rank)
-        work.node(node, categories[0], items, signals=sorted({e.kind.value for e in link}))
+        categories = sorted({_net_row(e).category or "network" for e in link}, key=_rank)
+        work.node(node, categories[0], items, signals=sorted({_net_row(e).id for e in link}))
+
+
+def _net_row(err: NcclNetworkError) -> Signal:
+    return BY_ID[err.signal or err.kind.value]
 
 
 def _rank(category: str) -> int:
