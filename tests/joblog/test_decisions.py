@@ -77,8 +77,19 @@ def test_node_state_names_the_node_that_shows_it_and_is_the_jobs_when_every_node
     every = conclude(["node-a", "node-b"], [], logs({"node-a": [row.example], "node-b": [row.example]}))
     assert every.nodes == () and every.job is not None and every.job.category == "configuration"
     assert _texts(every.job.evidence)[0].startswith("every node of the job whose log was read (2: node-a, node-b)")
+    # A job of one node: a sign of the node's own stack names it; no usable device is what a job that asked for no
+    # GPU sees too, so it stays the job's configuration.
     alone = conclude(["node-a"], [], logs({"node-a": [row.example]}))
-    assert alone.job is not None and alone.job.category == "configuration"
+    if (decider.category or "gpu_unavailable") == "gpu_unavailable":
+        assert alone.nodes == () and alone.job is not None and alone.job.category == "configuration"
+        assert _texts(alone.job.evidence)[0].startswith("node-a, the job's only node, found no device it could use")
+    else:
+        assert [(c.node, c.category) for c in alone.nodes] == [("node-a", decider.category)] and alone.job is None
+        assert _texts(alone.nodes[0].evidence)[0].startswith(
+            f"node-a, the job's only node, shows that its own stack cannot run the job as it is ({decider.id})")
+    # One node of a larger scope read and showing it: nothing to compare with; the job's configuration.
+    one_read = conclude(["node-a", "node-b"], [], logs({"node-a": [row.example]}))
+    assert one_read.nodes == () and one_read.job is not None and one_read.job.category == "configuration"
 
 
 @pytest.mark.parametrize("row", _rows(SignalMeaning.AMBIGUOUS, SignalMeaning.CONSEQUENCE), ids=lambda s: s.id)

@@ -99,9 +99,19 @@ def test_node_state_shown_by_every_node_read_is_the_jobs_configuration(tmp_path:
     body = _ask(tmp_path, ["node-a", "node-b"], {"node-a": [NOT_INITIALIZED], "node-b": [NOT_INITIALIZED]})
     assert _findings(body) == [("AllJobResources", "configuration")]
     assert _texts(body["attributions"][0])[0].startswith("every node of the job whose log was read (2: node-a, node-b)")
-    one = _ask(tmp_path / "one", ["node-a"], {"node-a": [NOT_INITIALIZED]})
+    # One node of two read: nothing to compare its state with, the job's configuration.
+    one = _ask(tmp_path / "one", ["node-a", "node-b"], {"node-a": [NOT_INITIALIZED]})
     assert _findings(one) == [("AllJobResources", "configuration")]
     assert "the only node of the job whose log was read" in _texts(one["attributions"][0])[0]
+
+
+def test_a_daemon_not_running_on_a_job_s_only_node_names_it(tmp_path: Path) -> None:
+    # NVIDIA/nccl-tests#264: the fabric manager was not running on the one node of the job. No setting of the job
+    # stops a daemon of the node, so with nothing to compare with the sign names the node.
+    body = _ask(tmp_path, ["node-a"], {"node-a": [NOT_INITIALIZED]})
+    assert _findings(body) == [("node-a", "gpu_driver")]
+    assert _texts(body["attributions"][0])[0].startswith(
+        "node-a, the job's only node, shows that its own stack cannot run the job as it is (cudaErrorSystemNotReady)")
 
 
 def test_node_state_beside_the_nodes_own_kernel_status_is_the_kernels_finding(tmp_path: Path) -> None:

@@ -426,8 +426,13 @@ def _by_meaning(work: Work, node: str, signal: Signal, items: list[Item], said: 
 def _node_state(work: Work) -> None:
     """Signs that a node cannot run the job as it is (a required daemon not running, a GPU that needs a reset, a
     driver older than the job's runtime, no usable device) name the nodes that show them while the scope's other
-    nodes whose logs were read do not; shown by every node read (one node alone included: nothing then tells its
-    state from the job's), they are the job's configuration. The evidence says which."""
+    nodes whose logs were read do not; shown by every node of a larger scope that reported, they are the job's
+    configuration. The evidence says which.
+
+    A job of one node has no other node to compare with: a sign of the node's own stack (its driver, a daemon, its
+    fabric or NIC: every category but `gpu_unavailable`) names it, since no setting of the job brings a daemon down or
+    leaves a GPU needing a reset; a sign that no device could be used (`gpu_unavailable`) is what a job that asked for
+    no GPU, or for more than the node has, sees too, so it stays the job's configuration."""
     if not work.node_state:
         return
     read = [n for n in work.scope_nodes if n in work.logs and work.logs[n].lines]
@@ -437,19 +442,31 @@ def _node_state(work: Work) -> None:
         work.add_context(node, [i for _, items in work.node_state[node] for i in items])
     if others:
         for node in showing:
-            ids = list(dict.fromkeys(ident for ident, _ in work.node_state[node]))
+            ids = _state_ids(work, [node])
             said = (
                 f"{node} shows that it cannot run the job as it is ({', '.join(ids)}) while {len(others)} other "
                 f"node(s) of the job whose logs were read do not ({listing(others, 4)}): the node's state, not the "
                 "job's configuration"
             )
-            categories = sorted({BY_ID[i].category or NODE_STATE_CATEGORY for i in ids}, key=_rank)
-            items = [Item(("said-state", node), said_evidence(said))]
-            items += [i for _, its in work.node_state[node] for i in its]
-            work.node(node, categories[0], items, signals=ids)
+            _name_state(work, node, ids, said)
         return
-    ids = list(dict.fromkeys(ident for node in showing for ident, _ in work.node_state[node]))
-    if len(showing) == 1:
+    ids = _state_ids(work, showing)
+    if len(work.scope_nodes) == 1 and showing:
+        node = showing[0]
+        own = [i for i in ids if (BY_ID[i].category or NODE_STATE_CATEGORY) != NODE_STATE_CATEGORY]
+        if own:
+            said = (
+                f"{node}, the job's only node, shows that its own stack cannot run the job as it is "
+                f"({', '.join(own)}): a driver, daemon, fabric or NIC state of the node, which no setting of the job "
+                "produces"
+            )
+            _name_state(work, node, own, said)
+            return
+        said = (
+            f"{node}, the job's only node, found no device it could use ({', '.join(ids)}); a job that asked for no "
+            "GPU, or for more than the node has, sees the same: the job's configuration or environment"
+        )
+    elif len(showing) == 1:
         said = (
             f"{showing[0]}, the only node of the job whose log was read, shows that it cannot run the job as it is "
             f"({', '.join(ids)}); no other node tells its state apart from the job's configuration: shown by every "
@@ -464,6 +481,19 @@ def _node_state(work: Work) -> None:
     items = [Item(("said-state",), said_evidence(said))]
     items += [i for node in showing for _, its in work.node_state[node] for i in its]
     work.job.append(Candidate("configuration", items, tuple(ids)))
+
+
+def _state_ids(work: Work, nodes: Iterable[str]) -> list[str]:
+    """The node-state signals the nodes show, each once, in the order first seen."""
+    return list(dict.fromkeys(ident for node in nodes for ident, _ in work.node_state[node]))
+
+
+def _name_state(work: Work, node: str, ids: list[str], said: str) -> None:
+    """A node finding from its node-state signs, the comparison first in its evidence."""
+    categories = sorted({BY_ID[i].category or NODE_STATE_CATEGORY for i in ids}, key=_rank)
+    items = [Item(("said-state", node), said_evidence(said))]
+    items += [i for ident, its in work.node_state[node] if ident in ids for i in its]
+    work.node(node, categories[0], items, signals=ids)
 
 
 def _silence(work: Work) -> int:
