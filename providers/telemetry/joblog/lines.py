@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from providers.telemetry.joblog import kinds
 from providers.telemetry.joblog.cuda_errors import cuda_error_in
 from providers.telemetry.joblog.messages import (
     Message,
@@ -30,8 +31,6 @@ from providers.telemetry.joblog.network import is_address, nccl_warning
 from providers.telemetry.joblog.nodes import NodeResolver
 from providers.telemetry.joblog.patterns import (
     CRI_HOST,
-    DESYNC_LAGGING,
-    DESYNC_MISSING,
     ELASTIC_ENTRY,
     ELASTIC_EXIT,
     ELASTIC_FIELD,
@@ -46,17 +45,10 @@ from providers.telemetry.joblog.patterns import (
     MAX_RECORDS,
     MAX_TEXT,
     PREFIX_SCAN,
-    PROGRESS_DETECTED,
-    PROGRESS_DUMP,
-    PROGRESS_SEQ_ID,
-    PROGRESS_TIMEOUT,
     RANK_PREFIX,
     ROLE_PREFIX,
     SRUN_LABEL,
     STAMP,
-    WATCHDOG,
-    WATCHDOG_TAIL,
-    _ranks_list,
     classify_exception,
     parse_stamp,
     sanitize,
@@ -76,7 +68,7 @@ from providers.telemetry.joblog.records import (
     WatchdogTimeout,
     WorkProgress,
 )
-from providers.telemetry.joblog.signals import BY_ID, Hits, hits_in
+from providers.telemetry.joblog.signals import BY_ID, Hits, hits_in, signals_in
 
 # ---------------------------------------------------------------- the node parser
 
@@ -139,10 +131,25 @@ class NodeParser:
     def feed(self, raw: str) -> None:
         """Take the next line (without its newline)."""
         self._number += 1
-        split = self._split(raw)
-        if split is None:
-            return  # a CRI partial line: it continues in the next record of its stream
-        text, body, stamp = split
+        if (
+            raw[:5] == "[rank"
+            and not (self._pending_desync or self._open_tracebacks or self._last_error)
+            and raw.isprintable()
+        ):
+            m = RANK_PREFIX.match(raw)
+            if m is not None:
+                self._ranked(raw if len(raw) <= MAX_LINE_CHARS else raw[:MAX_LINE_CHARS], m)
+                return
+        if raw[:1] == "[" and raw.isprintable():
+            # What `_split` makes of it: nothing to clean (`sanitize` only cuts it), and no collector prefix starts
+            # with `[` (most job-log lines: `[rankN]:`, `[default0]:`, glog's `[E...]`)
+            text = body = raw if len(raw) <= MAX_LINE_CHARS else raw[:MAX_LINE_CHARS]
+            stamp: _Stamp = None
+        else:
+            split = self._split(raw)
+            if split is None:
+                return  # a CRI partial line: it continues in the next record of its stream
+            text, body, stamp = split
         self._current = (text, stamp)
         self._current_line = None
         rank = None
@@ -167,13 +174,66 @@ class NodeParser:
             self._sighting(group.rank, text, stamp, marker_only=True)
         if self._pending_desync:
             self._resolve_desync(rank, group)
-        if rank is None:
+        if rank is None and (self._elastic_section is not None or body.startswith(("Failures:", "Root Cause"))):
             self._elastic(body)
         if self._open_tracebacks or body.startswith("Traceback"):
             self._traceback(rank, body)
         quoted = bool(self._last_error) and self._quoted(rank, group, body)
         if hits.rows:
             self._records(rank, group, body, self._line(), hits, quoted)
+
+    def _ranked(self, text: str, m: re.Match[str]) -> None:
+        """`feed` for the usual line of a rank, `[rankN]:` first, nothing to clean, no traceback open and no desync
+        report waiting for its process group, no `Last error:` waiting for its quote: the same steps, without those that
+        cannot apply."""
+        rank = int(m.group("rank"))
+        body = text[m.end() :]
+        if body[:1] == " ":
+            body = body[1:]
+        self._current = (text, None)
+        self._current_line = None
+        hits = hits_in(body)
+        self._last_prefixed_rank = rank
+        seen = self._seen.get(rank)
+        if seen is None:
+            if len(self._seen) < MAX_RECORDS:
+                self._seen[rank] = [1, self._number, text, None, False]
+        else:
+            seen[0] += 1
+            seen[1], seen[2], seen[3], seen[4] = self._number, text, None, False
+        if body.startswith("Traceback"):
+            self._traceback(rank, body)
+        if hits.rows:
+            self._records(rank, self._marker(body), body, self._line(), hits)
+
+    def summary(self, lines: list[str]) -> bool:
+        """Take torchelastic's failure summary, cut out of the buffer (`prefilter.feed_tail`), as `feed` would take
+        its lines one by one, when no step but the summary's own can apply to them: no block open and no desync
+        report waiting, and no line with a collector prefix, a rank prefix or marker, a process-group marker, a
+        traceback, or a marker of the signal table but torchelastic's (which gives no record by itself). False (and
+        nothing taken) otherwise: the lines are then fed."""
+        if self.in_block or self._pending_desync or len(lines) > MAX_BLOCK_LINES:
+            return False
+        joined = "\n".join(lines)
+        if not joined.isascii() or any(m in joined for m in _NOT_SUMMARY):
+            return False
+        if any(s.parse not in _SUMMARY_PARSES for s in signals_in(joined)):
+            return False
+        for line in lines:
+            if not line.isprintable() or line[:1].isdigit() or line.startswith(("{", "Traceback")):
+                return False
+            first = line[:1]
+            if (first == " " and SRUN_LABEL.match(line)) or (first == "[" and ROLE_PREFIX.match(line)):
+                return False
+            if first.isalnum() and self._own_host_off(line) is not line:
+                return False
+        for line in lines:
+            self._number += 1
+            self._current = (line, None)
+            self._current_line = None
+            if self._elastic_section is not None or line.startswith(("Failures:", "Root Cause")):
+                self._elastic(line)
+        return True
 
     @property
     def in_block(self) -> bool:
@@ -325,21 +385,30 @@ class NodeParser:
         """Read a line by what its rows say: each `parse` kind by its own reader, `text` rows as they are."""
         parses = hits.parses
         if "watchdog" in parses:
-            self._watchdog_line(rank, group, body, line)
+            found = kinds.watchdog(body)
+            if found is not None:
+                self._keep(self._timeouts, WatchdogTimeout(line, rank, group, *found))
         if "progress" in parses:
-            self._progress_line(rank, group, body, line)
+            found = kinds.progress(body)
+            if found is not None:
+                self._keep(self._progress, WorkProgress(line, rank, group, *found))
         if "desync" in parses:
-            self._desync_line(rank, body, line)
+            found = kinds.desync(body)
+            if found is not None:
+                reporter = rank if rank is not None else self._last_prefixed_rank
+                pending = self._pending_desync.setdefault(reporter, [])
+                if len(pending) < MAX_BLOCK_LINES:
+                    pending.append((line, found))
         if not quoted and ("nccl" in parses or "nccl_net" in parses):
             self._nccl(rank, group, body, line, hits)
         if "last_error" in parses:
             self._open_last_error(rank, group, body, line)
         if "cuda" in parses:
-            found = cuda_error_in(body)
-            if found is not None:
+            cuda = cuda_error_in(body)
+            if cuda is not None:
                 where = nccl_message(body)
                 host, device = nccl_origin(body[: body.find("NCCL ")]) if where else (None, None)
-                self._keep(self._cuda, CudaError(line, rank, group, found[0], found[1], host, device))
+                self._keep(self._cuda, CudaError(line, rank, group, cuda[0], cuda[1], host, device))
         if "format" in parses:
             message = read_format(body, hits.format_rows)
             if message is not None:
@@ -418,52 +487,6 @@ class NodeParser:
             message.signal, line, rank, group, host, node, message.device, message.ranks, message.code, message.exit,
             message.peer, message.format if message.format != message.signal else None,
         )
-
-    def _watchdog_line(self, rank: int | None, group: GroupRank | None, body: str, line: LogLine) -> None:
-        pos = body.find("Watchdog caught collective operation timeout")
-        head = WATCHDOG.match(body, pos) if pos >= 0 else None
-        if head is None:
-            return
-        pos = body.find("Timeout(ms)=", head.end())
-        tail = WATCHDOG_TAIL.match(body, pos) if pos >= 0 else None
-        if tail is None:
-            return
-        seq = head.group("seq")
-        self._keep(
-            self._timeouts,
-            WatchdogTimeout(
-                line, rank, group, int(seq) if seq else None, head.group("op"),
-                int(tail.group("timeout")), int(tail.group("ran")),
-            ),
-        )
-
-    def _progress_line(self, rank: int | None, group: GroupRank | None, body: str, line: LogLine) -> None:
-        for needle, pattern in (
-            ("failure detected by watchdog at work sequence id: ", PROGRESS_SEQ_ID),
-            ("detected by watchdog at work: ", PROGRESS_DETECTED),
-            ("Timeout at NCCL work: ", PROGRESS_TIMEOUT),
-            ("Last enqueued NCCL work: ", PROGRESS_DUMP),
-        ):
-            pos = body.find(needle)
-            m = pattern.match(body, pos) if pos >= 0 else None
-            if m:
-                work = int(m.group("work")) if "work" in pattern.groupindex else None
-                self._keep(
-                    self._progress,
-                    WorkProgress(line, rank, group, work, int(m.group("enq")), int(m.group("done"))),
-                )
-                return
-
-    def _desync_line(self, rank: int | None, body: str, line: LogLine) -> None:
-        text = body.lstrip(" \t")
-        reporter = rank if rank is not None else self._last_prefixed_rank
-        pos = text.find("To our best knowledge, ranks [")
-        m = DESYNC_MISSING.match(text, pos) if pos >= 0 else DESYNC_LAGGING.match(text)
-        ranks = _ranks_list(m.group("ranks")) if m else ()
-        if ranks:
-            pending = self._pending_desync.setdefault(reporter, [])
-            if len(pending) < MAX_BLOCK_LINES:
-                pending.append((line, ranks))
 
     def _resolve_desync(self, rank: int | None, group: GroupRank | None) -> None:
         """A desync report belongs to the process group of its reporter's next marked line."""
@@ -627,6 +650,13 @@ def _cri(text: str, stamped: re.Match[str]) -> tuple[int, str, str] | None:
         return None
     m = CRI_HOST.match(text)
     return (m.end(), m.group("stream"), m.group("flag")) if m else None
+
+
+#: texts that make a summary line more than a summary line (`NodeParser.summary`): a rank prefix, a process-group
+#: marker, a torchrun role prefix
+_NOT_SUMMARY = ("[rank", "[PG ", "[Rank ")
+#: the signal table's kinds a summary line may hold a marker of (they give no record of their own)
+_SUMMARY_PARSES = frozenset({"elastic"})
 
 
 #: the code catalogues of the InfiniBand device's asynchronous events and work completions' statuses (`data/ib.csv`)
