@@ -228,6 +228,9 @@ def _row(origin: str, ident: str, raw: dict[str, str], catalogue_file: bool) -> 
 
 #: the `code` catalogue of CUDA's errors (the runtime's and the driver's codes, `cuda` rows of `cuda.csv`)
 CUDA_CODES = "cuda"
+#: the catalogue of NCCL's check sites whose failures NCCL's own text explains (`nccl.csv`): a `Cuda failure` warned
+#: of there is read as the site's row when the CUDA error alone names no single cause
+CHECK_SITE = "nccl_check_site"
 #: catalogues whose formats use Slurm's own conversions (`%ps`, `%pJ`: a step or a job id)
 SLURM_STYLE = frozenset({"srun", "slurmstepd", "sbatch", "salloc"})
 
