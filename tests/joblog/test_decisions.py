@@ -30,7 +30,9 @@ def _decider(row: Signal) -> Signal:
     log = parse_lines("node-a", [row.example], exact_resolver(["node-a"]))
     signals = [h.signal for h in log.signals]
     carried = {
-        "cuda": [e.kind.runtime_name for e in log.cuda if e.kind is not None],
+        # the CUDA error's code decides, or, where NVIDIA gives it no single cause, the NCCL check site it came from
+        "cuda": [e.site if e.site is not None and BY_ID[e.kind.runtime_name].meaning in _UNSETTLED
+                 else e.kind.runtime_name for e in log.cuda if e.kind is not None],
         "nccl_net": [e.signal or e.kind.value for e in log.network],
         **dict.fromkeys(("text", "nccl", "nccl_result", "format"), signals),
     }
@@ -38,6 +40,7 @@ def _decider(row: Signal) -> Signal:
     return row if row.id in ids or not ids else BY_ID[ids[0]]
 
 
+_UNSETTLED = (SignalMeaning.AMBIGUOUS, SignalMeaning.CONSEQUENCE)
 #: each row read by its markers, with the row that decides its example
 DECIDED = {s.id: _decider(s) for s in SIGNALS if s.parse in READ and s.id != "cuda_error_unlisted"}
 
@@ -87,9 +90,10 @@ def test_node_state_names_the_node_that_shows_it_and_is_the_jobs_when_every_node
         assert [(c.node, c.category) for c in alone.nodes] == [("node-a", decider.category)] and alone.job is None
         assert _texts(alone.nodes[0].evidence)[0].startswith(
             f"node-a, the job's only node, shows that its own stack cannot run the job as it is ({decider.id})")
-    # One node of a larger scope read and showing it: nothing to compare with; the job's configuration.
+    # The only node of a larger scope whose log was read: nothing to compare with, decided as on a job of one node.
     one_read = conclude(["node-a", "node-b"], [], logs({"node-a": [row.example]}))
-    assert one_read.nodes == () and one_read.job is not None and one_read.job.category == "configuration"
+    assert [(c.node, c.category) for c in one_read.nodes] == [(c.node, c.category) for c in alone.nodes]
+    assert (one_read.job is None) == (alone.job is None)
 
 
 @pytest.mark.parametrize("row", _rows(SignalMeaning.AMBIGUOUS, SignalMeaning.CONSEQUENCE), ids=lambda s: s.id)

@@ -68,7 +68,7 @@ from providers.telemetry.joblog.records import (
     WatchdogTimeout,
     WorkProgress,
 )
-from providers.telemetry.joblog.signals import BY_ID, MARKERS, Hits, hits_in, hits_of, signals_in
+from providers.telemetry.joblog.signals import BY_ID, CHECK_SITE, MARKERS, Hits, hits_in, hits_of, signals_in
 
 # ---------------------------------------------------------------- the node parser
 
@@ -440,13 +440,24 @@ class NodeParser:
             if cuda is not None:
                 where = nccl_message(body)
                 host, device = nccl_origin(body[: body.find("NCCL ")]) if where else (None, None)
-                self._keep(self._cuda, CudaError(line, rank, group, cuda[0], cuda[1], host, device))
+                site = self._check_site(body, hits) if where else None
+                self._keep(self._cuda, CudaError(line, rank, group, cuda[0], cuda[1], host, device, site))
         if "format" in parses:
             message = read_format(body, hits.format_rows)
             if message is not None:
                 self._keep(self._signals, self._hit(message, line, rank, group))
         for signal in hits.text_rows:
             self._keep(self._signals, SignalHit(signal.id, line, rank, group))
+
+    @staticmethod
+    def _check_site(body: str, hits: Hits) -> str | None:
+        """The `nccl_check_site` row of an NCCL warning that is a check macro's own `Cuda failure` (not a message
+        of NCCL's that quotes a CUDA error: its row says what it means)."""
+        site = next((r.id for r in hits.rows if r.catalogue == CHECK_SITE), None)
+        if site is None:
+            return None
+        message = read_nccl(body)
+        return site if message is not None and BY_ID[message.format].parse == "cuda" else None
 
     def _nccl(self, rank: int | None, group: GroupRank | None, body: str, line: LogLine, hits: Hits | None,
               bare: bool = False) -> None:

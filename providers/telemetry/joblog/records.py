@@ -178,6 +178,9 @@ class CudaError:
     text: str  # the error text as logged
     host: str | None = None  # the host the line names (NCCL's prefix on a `Cuda failure` warning)
     device: int | None = None  # the CUDA device the line names (NCCL's prefix)
+    #: the `nccl_check_site` row of the line (NCCL's check of the CUDA driver at a site whose failures NCCL's own text
+    #: explains), read when the error alone names no single cause
+    site: str | None = None
 
 
 @dataclass(slots=True)

@@ -47,7 +47,7 @@ from providers.telemetry.joblog.records import (
     PythonTraceback,
     SignalHit,
 )
-from providers.telemetry.joblog.signals import BY_ID, Signal, SignalMeaning
+from providers.telemetry.joblog.signals import BY_ID, CHECK_SITE, Signal, SignalMeaning
 from providers.telemetry.joblog.work import (
     JOB_CAUSES,
     NODE_STATE_CATEGORY,
@@ -322,7 +322,7 @@ def _cuda(work: Work) -> None:
     for node, log in work.logs.items():
         by_kind: dict[str, list[CudaError]] = {}
         for err in log.cuda:
-            by_kind.setdefault(err.kind.runtime_name if err.kind is not None else UNLISTED_CUDA, []).append(err)
+            by_kind.setdefault(_cuda_row(err), []).append(err)
         for name, errors in by_kind.items():
             signal = BY_ID[name]
             if signal.meaning is SignalMeaning.APPLICATION:
@@ -335,10 +335,23 @@ def _cuda(work: Work) -> None:
                 continue
             items = []
             for who in dict.fromkeys(_who(e, node) for e in errors):
-                said = f"{who} reported {name}: per NVIDIA, {signal.says}"
+                if signal.catalogue == CHECK_SITE:
+                    texts = ", ".join(dict.fromkeys(f"'{e.text}'" for e in errors if _who(e, node) == who))
+                    said = f"{who} reported CUDA's {texts} from NCCL's check site {name}: per NCCL, {signal.says}"
+                else:
+                    said = f"{who} reported {name}: per NVIDIA, {signal.says}"
                 items.append(Item(("said-cuda", name, who), said_evidence(said)))
             items += [Item(("cuda", e.text), line_evidence(e.line)) for e in errors]
             _by_meaning(work, node, signal, items, None, None)
+
+
+def _cuda_row(err: CudaError) -> str:
+    """The row a CUDA error is read as: its code's, or, when NVIDIA gives that code no single cause, the row of the
+    NCCL check site that warned of it (whose failures NCCL's own text explains)."""
+    name = err.kind.runtime_name if err.kind is not None else UNLISTED_CUDA
+    if err.site is not None and BY_ID[name].meaning in (SignalMeaning.AMBIGUOUS, SignalMeaning.CONSEQUENCE):
+        return err.site
+    return name
 
 
 def _rank_errors(work: Work, node: str, signal: Signal, errors: list[CudaError]) -> None:
@@ -426,13 +439,14 @@ def _by_meaning(work: Work, node: str, signal: Signal, items: list[Item], said: 
 def _node_state(work: Work) -> None:
     """Signs that a node cannot run the job as it is (a required daemon not running, a GPU that needs a reset, a
     driver older than the job's runtime, no usable device) name the nodes that show them while the scope's other
-    nodes whose logs were read do not; shown by every node of a larger scope that reported, they are the job's
+    nodes whose logs were read do not; shown by every one of several nodes that reported, they are the job's
     configuration. The evidence says which.
 
-    A job of one node has no other node to compare with: a sign of the node's own stack (its driver, a daemon, its
-    fabric or NIC: every category but `gpu_unavailable`) names it, since no setting of the job brings a daemon down or
-    leaves a GPU needing a reset; a sign that no device could be used (`gpu_unavailable`) is what a job that asked for
-    no GPU, or for more than the node has, sees too, so it stays the job's configuration."""
+    A node that is the only one whose log was read (a job of one node, or the others wrote nothing) has no other node
+    to compare with: a sign of its own stack (its driver, a daemon, its fabric or NIC: every category but
+    `gpu_unavailable`) names it, since no setting of the job brings a daemon down or leaves a GPU needing a reset; a
+    sign that no device could be used (`gpu_unavailable`) is what a job that asked for no GPU, or for more than the
+    node has, sees too, so it stays the job's configuration."""
     if not work.node_state:
         return
     read = [n for n in work.scope_nodes if n in work.logs and work.logs[n].lines]
@@ -451,26 +465,20 @@ def _node_state(work: Work) -> None:
             _name_state(work, node, ids, said)
         return
     ids = _state_ids(work, showing)
-    if len(work.scope_nodes) == 1 and showing:
+    if len(showing) == 1:
         node = showing[0]
+        alone = "the job's only node" if len(work.scope_nodes) == 1 else "the only node of the job whose log was read"
         own = [i for i in ids if (BY_ID[i].category or NODE_STATE_CATEGORY) != NODE_STATE_CATEGORY]
         if own:
             said = (
-                f"{node}, the job's only node, shows that its own stack cannot run the job as it is "
-                f"({', '.join(own)}): a driver, daemon, fabric or NIC state of the node, which no setting of the job "
-                "produces"
+                f"{node}, {alone}, shows that its own stack cannot run the job as it is ({', '.join(own)}): a driver, "
+                "daemon, fabric or NIC state of the node, which no setting of the job produces"
             )
             _name_state(work, node, own, said)
             return
         said = (
-            f"{node}, the job's only node, found no device it could use ({', '.join(ids)}); a job that asked for no "
-            "GPU, or for more than the node has, sees the same: the job's configuration or environment"
-        )
-    elif len(showing) == 1:
-        said = (
-            f"{showing[0]}, the only node of the job whose log was read, shows that it cannot run the job as it is "
-            f"({', '.join(ids)}); no other node tells its state apart from the job's configuration: shown by every "
-            "node read, it is the job's configuration or environment"
+            f"{node}, {alone}, found no device it could use ({', '.join(ids)}); a job that asked for no GPU, or for "
+            "more than the node has, sees the same: the job's configuration or environment"
         )
     else:
         said = (

@@ -228,6 +228,9 @@ def _row(origin: str, ident: str, raw: dict[str, str], catalogue_file: bool) -> 
 
 #: the `code` catalogue of CUDA's errors (the runtime's and the driver's codes, `cuda` rows of `cuda.csv`)
 CUDA_CODES = "cuda"
+#: the catalogue of NCCL's check sites whose failures NCCL's own text explains (`nccl.csv`): a `Cuda failure` warned
+#: of there is read as the site's row when the CUDA error alone names no single cause
+CHECK_SITE = "nccl_check_site"
 #: catalogues whose formats use Slurm's own conversions (`%ps`, `%pJ`: a step or a job id)
 SLURM_STYLE = frozenset({"srun", "slurmstepd", "sbatch", "salloc"})
 
@@ -338,8 +341,21 @@ def value_row(catalogue: str, text: str) -> Signal | None:
     return table[best] if best else None
 
 
+#: the memory each RE2 program over the table's markers may take for its DFA (RE2's default is 8 MiB): the
+#: alternation of every marker the readers search for outgrows the default, and RE2 then falls back to a search
+#: about a hundred times slower (1.2 s against 9 ms over 1 MiB of training output, 303 markers)
+RE2_MAX_MEM = 64 << 20
+
+
+def re2_options() -> re2.Options:
+    """RE2's options for the programs built from the table's markers."""
+    options = re2.Options()
+    options.max_mem = RE2_MAX_MEM
+    return options
+
+
 def _marker_set() -> re2.Set:
-    found = re2.Set.SearchSet()
+    found = re2.Set.SearchSet(re2_options())
     for marker in MARKERS:
         found.Add(re2.escape(marker))
     found.Compile()
