@@ -17,7 +17,8 @@ prefix, that its rank wrote there. `feed_tail` therefore looks at a node's tail 
   line, found by C-level searches and never by splitting lines. Where every `[rank` of the gap starts its line (the
   usual job log), the ranks that wrote there are the keys of a search for a `[rank` whose key is not yet known (a
   negative lookahead of the known ones, compiled once per set of keys: `_unknown_rank`), started from the keys of the
-  gap's first lines, and each rank's last line is `bytes.rfind(b"[rankN]:")`. Only those last lines are decoded.
+  gap's first lines (a short gap: every line's key found at once, and its `[rank`s counted to be as many), and each
+  rank's last line is `bytes.rfind(b"[rankN]:")`. Only those last lines are decoded.
 - a gap holding a `[rank` that does not start its line (behind a collector's time, a host, a label, a second prefix on
   a line, a malformed one) is read by the byte patterns that place a prefix as the parser does (`_skip_placed`):
   the line's first `[rank`, well formed, within the first 512 bytes; a stretch holding any other `[rank` is halved
@@ -77,6 +78,8 @@ _RANK_KEY = re.compile(rb"\[rank(\d{1,9}+)\]:")
 _LINE_KEYS = re.compile(rb"\n\[rank(\d{1,9}+)\]:")
 #: bytes of a gap's first lines whose keys the search for unknown keys starts from; doubled at each key it finds
 _SAMPLE_BYTES = 4096
+#: a gap at most this long is placed from all its lines' keys, found at once, and a count of its `[rank`s
+_SMALL_GAP = 24 * 1024
 #: keys found by the search beyond the first lines before the gap is read by the byte patterns instead (a node
 #: whose ranks keep appearing: each new set of keys is a pattern to compile)
 _MAX_ROUNDS = 6
@@ -284,8 +287,14 @@ def _skip(parser: NodeParser, data: bytes, start: int, end: int) -> None:
 def _line_start_keys(data: bytes, start: int, end: int) -> list[bytes] | None:
     """The keys of the rank prefixes of `data[start:end]` (each once, in order of first sight) when every `[rank` there
     starts its line, well formed; None otherwise (the byte patterns place them: `_skip_placed`)."""
-    reach = start + _SAMPLE_BYTES
     first = _RANK_KEY.match(data, start, end)
+    if end - start <= _SMALL_GAP:
+        # every line's key at once, and every `[rank` of the gap counted: when they are as many, each starts its line
+        # (cheaper for a short gap than compiling a search for its set of keys)
+        every = [first.group(1)] if first else []
+        every += _LINE_KEYS.findall(data, start, end)
+        return list(dict.fromkeys(every)) if len(every) == data.count(_RANK, start, end) else None
+    reach = start + _SAMPLE_BYTES
     sample = _LINE_KEYS.findall(data, start, min(end, reach))
     keys = list(dict.fromkeys([first.group(1), *sample] if first else sample))
     pos = start
