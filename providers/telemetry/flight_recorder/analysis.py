@@ -7,11 +7,18 @@ unfinished; on a backend without events, gloo, where every collective ends retir
 
 - the members that never issued that collective (their newest is older, or their dump holds none of the group),
 - the members that issued it but have not finished an older one (behind in sequence: the waiter finished it),
-- the members whose dump is missing (when every node folder was read), where the collective is unfinished.
+- the members whose dump is missing (when every node folder was read), where the collective is unfinished and no
+  member with a dump finished it (a collective every member feeds, finished by one, was reached by all).
 
-A rank that is waited for and waits for no rank with a dump is named (a rank stuck behind another is not the
-cause), and so is a rank without a dump that its peers wait for in a collective. Point to point: a pending send or
-recv waits for its peer when the peer holds no pending counterpart. A collective whose operation, dtypes or (for
+A rank that is waited for and waits for no other rank is named (a rank stuck behind another is not the cause). A
+rank with a dump that waits in a collective only for ranks without one is not named: it may be stuck behind them.
+A rank without a dump that its peers wait for in a collective is named only when nothing the dumps show explains the
+wait: not when it belongs (by the dumps' group tables) to a group with a rank that a named rank holds back (the
+named rank itself, or one waiting for it, directly or through others with a dump), for it may be waiting there too;
+and not when another such rank shares a group with it and lies on another node (`linked`: either may wait for the
+other; rules.py places them). A note says which ranks without a dump are not named and why. Point to point: a
+pending send or recv waits for its peer when the peer holds no pending counterpart; one to a rank without a dump
+neither names that rank nor makes the waiting rank a waiter. A collective whose operation, dtypes or (for
 collectives of one shape on every rank) sizes differ between ranks at one sequence number is the job's code. When no
 rank waits for another, the conclusions say so. Work is linear in the members of each group.
 """
@@ -32,6 +39,16 @@ SAME_SHAPE = frozenset(
         "reduce_scatter_tensor", "barrier",
     }
 )  # fmt: skip
+#: collectives that finish on a rank only once every member of the group took part (each member's data reaches
+#: every other): a member that finished one shows that a member without a dump reached it too
+EVERY_MEMBER = frozenset(
+    {
+        "all_reduce", "allreduce", "all_gather", "allgather", "_all_gather_base", "_allgather_base",
+        "all_gather_into_tensor", "allgather_coalesced", "allgather_into_tensor_coalesced", "reduce_scatter",
+        "_reduce_scatter_base", "reduce_scatter_tensor", "reduce_scatter_tensor_coalesced", "allreduce_coalesced",
+        "all_to_all", "alltoall", "alltoall_base", "all_to_all_single", "barrier",
+    }
+)  # fmt: skip
 #: ranks listed by name in one sentence at most (the rest are counted)
 LISTED = 8
 #: sentences of evidence per named rank at most (its groups with the most waiters first)
@@ -42,13 +59,18 @@ MAX_SENTENCES = 8
 class Conclusions:
     #: rank -> evidence sentences, the ranks the others waited for (with a dump)
     named: dict[int, list[str]] = field(default_factory=dict)
-    #: ranks without a dump that the others waited for -> sentences
+    #: ranks without a dump that the others waited for and nothing the dumps show explains -> sentences
     missing: dict[int, list[str]] = field(default_factory=dict)
+    #: rank of `missing` -> the other ranks of `missing` it shares a group with, directly or through others of them
+    #: (one of them may be waiting behind another: named only when they all lie on one node)
+    linked: dict[int, frozenset[int]] = field(default_factory=dict)
     #: sentences on collectives that differ between ranks at one sequence number
     mismatches: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     #: whether any rank holds an unfinished operation
     waiting: bool = False
+    #: whether any rank waits for another (named or not)
+    waits: bool = False
 
 
 @dataclass
@@ -77,7 +99,7 @@ class _Waited:
 
     group: str
     desc: str
-    why: str  # not_reached, behind, missing, p2p
+    why: str  # not_reached, behind, missing, p2p, p2p_missing (a pending send or recv to a rank without a dump)
     seq: int | None
     op: str
     waiters: list[int]
@@ -146,7 +168,8 @@ def analyse(
                 + (" (the unfinished collectives are ones every member of their group reached)" if out.waiting else "")
             )
         return out
-    _name(waited, waiting, dumps, out)
+    out.waits = True
+    _name(waited, waiting, dumps, members, descs, out)
     return out
 
 
@@ -235,6 +258,17 @@ def _group(
         return
     top = max(points)
     top_pending = max(pending_points) if pending_points else None
+    # The newest collective some member with a dump finished: one every member feeds, finished there, was reached by
+    # every member, those without a dump too.
+    finished = max(
+        (
+            m.pending.seq - 1 if m.pending is not None else m.issued  # type: ignore[operator]
+            for m in info.values()
+            if m is not None and (m.pending is not None or m.issued is not None)
+        ),
+        default=-1,
+    )
+    reached = {s for s in pending_points if s <= finished and _op(entry_at[s].op) in EVERY_MEMBER}
     for m, theirs in info.items():
         if theirs is None or theirs.issued is None:
             latest = max(entry_at.values(), key=lambda e: e.created_ns or 0)
@@ -248,10 +282,12 @@ def _group(
             p = theirs.pending.seq
             _add(waited, waiting, m, group, desc, "behind", points,
                  lambda s, p=p: s in pending_points and p < s, entry_at)  # fmt: skip
-    # A rank without a dump is waited for only where its peers' collectives are unfinished: a gloo collective that
-    # ended (retired, well or by a timeout) says nothing about a member whose dump is not there.
+    # A rank without a dump is waited for only where its peers' collectives are unfinished (a gloo collective that
+    # ended, retired well or by a timeout, says nothing about a member whose dump is not there), and not where a
+    # member finished the collective (it ran with every member).
     for m in absent:
-        _add(waited, waiting, m, group, desc, "missing", points, lambda s: s in pending_points, entry_at)
+        _add(waited, waiting, m, group, desc, "missing", points,
+             lambda s: s in pending_points and s not in reached, entry_at)  # fmt: skip
 
 
 def _add(
@@ -324,7 +360,7 @@ def _p2p(
                 if other not in dumps:
                     if missing_ok and other not in failed:
                         waiting.setdefault((r, group, True), set()).add(other)
-                        waited.setdefault(other, []).append(_Waited(group, e.desc, "missing", e.p2p_seq, e.op, [r]))
+                        waited.setdefault(other, []).append(_Waited(group, e.desc, "p2p_missing", e.p2p_seq, e.op, [r]))
                     continue
                 want = ("recv" if kind == "send" else "send", index[r])
                 theirs = summaries[other].get(group)
@@ -339,39 +375,118 @@ def _name(
     waited: dict[int, list[_Waited]],
     waiting: dict[tuple[int, str, bool], set[int]],
     dumps: Mapping[int, Dump],
+    members: Mapping[str, tuple[int, ...]],
+    descs: Mapping[str, str],
     out: Conclusions,
 ) -> None:
     """The ranks waited for that wait for no one; a circle of waits names no one.
 
-    Only waits for ranks with a dump make a rank a waiter: a rank stuck on a peer whose dump is missing may be the
-    cause itself. A rank without a dump is named where its peers wait in a collective that includes it (a pending
-    send or recv to it says too little): a healthy rank's watchdog writes its dump, and the dumps cannot tell a rank
-    whose dump was lost from one that never wrote it.
+    A rank with a dump that waits for no other rank with a dump, and in no collective for one without, is named. One
+    that waits in a collective only for ranks without a dump is not: it may be stuck behind them. A rank without a
+    dump that its peers wait for in a collective (a pending send or recv to it says too little) is named unless the
+    dumps explain the wait: a rank held back by a named rank (the named rank, or one waiting for it through ranks
+    with a dump) belongs to a group it belongs to, so it may be waiting there too. A healthy rank blocked behind the
+    cause and a cause whose dump was not collected look alike in the dumps: only a rank nothing else explains is
+    named.
     """
-    waiters = {w for (w, _, _), ranks in waiting.items() if any(r in dumps for r in ranks)}
-    roots = sorted(r for r in waited if r in dumps and r not in waiters)
-    named = set(roots)
+    waiters: set[int] = set()
+    behind_missing: dict[int, set[int]] = {}  # rank with a dump -> ranks without one it waits for in a collective
+    held_by: dict[int, set[int]] = {}  # rank with a dump -> the ranks with a dump that wait for it
+    needed: dict[int, dict[str, set[int]]] = {}  # rank without a dump -> group -> its waiters there (collectives)
+    for (w, group, p2p), ranks in waiting.items():
+        for r in ranks:
+            if r in dumps:
+                waiters.add(w)
+                held_by.setdefault(r, set()).add(w)
+            elif not p2p:
+                behind_missing.setdefault(w, set()).add(r)
+                needed.setdefault(r, {}).setdefault(group, set()).add(w)
+    candidates = [r for r in waited if r in dumps and r not in waiters]
+    roots = sorted(r for r in candidates if r not in behind_missing)
     for r in roots:
         out.named[r] = _sentences(r, waited[r], dumps)
-    needed: dict[int, dict[str, set[int]]] = {}  # missing rank -> group -> its waiters there
-    for (w, group, p2p), ranks in waiting.items():
-        if p2p or w in named:
-            continue
-        for r in ranks:
-            if r not in dumps:
-                needed.setdefault(r, {}).setdefault(group, set()).add(w)
+    stuck = sorted(r for r in candidates if r in behind_missing)
+    if stuck:
+        without = sorted({m for r in stuck for m in behind_missing[r]})
+        out.notes.append(
+            f"rank(s) {_listing(stuck)}, which their peers wait for, are not named: they wait themselves in a "
+            f"collective for rank(s) {_listing(without)}, which wrote no flight-recorder dump, and may be stuck behind "
+            "them"
+        )
+    # The ranks a named rank holds back: it, and every rank with a dump that waits for one of them (-> that rank).
+    held = {r: r for r in roots}
+    todo = list(roots)
+    while todo:
+        r = todo.pop()
+        for w in held_by.get(r, ()):
+            if w not in held:
+                held[w] = held[r]
+                todo.append(w)
+    explained: dict[int, tuple[str, int]] = {}  # rank without a dump -> (its smallest such group, a rank held there)
+    if held and needed:
+        named = set(roots)
+        for group, ranks in sorted(members.items(), key=lambda kv: len(kv[1])):
+            holder = next((x for x in ranks if x in named), None)
+            if holder is None:
+                holder = next((x for x in ranks if x in held), None)
+            if holder is None:
+                continue
+            for m in ranks:
+                if m in needed and m not in explained:
+                    explained[m] = (group, holder)
+    if explained:
+        ranks = sorted(explained)
+        m = ranks[0]
+        group, holder = explained[m]
+        how = "which the dumps name" if holder in out.named else f"which waits behind rank {held[holder]}"
+        out.notes.append(
+            f"rank(s) {_listing(ranks)} wrote no flight-recorder dump and are not named, though their peers wait for "
+            f"them in a collective: each belongs to a group with a rank the dumps name ({_listing(roots)}) or one "
+            f"waiting behind it, so it may be waiting there too (rank {m}: {_quoted(group, descs.get(group, ''))} "
+            f"with rank {holder}, {how})"
+        )
     for r, groups in sorted(needed.items()):
+        if r in explained:
+            continue
         items = [
             _Waited(i.group, i.desc, i.why, i.seq, i.op, [w for w in i.waiters if w in groups[i.group]])
             for i in waited[r]
-            if i.group in groups and any(w in groups[i.group] for w in i.waiters)
+            if i.why == "missing" and i.group in groups and any(w in groups[i.group] for w in i.waiters)
         ]
         out.missing[r] = _sentences(r, items, dumps)
-    if not roots and not needed:
+    out.linked = _linked(out.missing, members)
+    if not out.named and not needed and not stuck:
         out.notes.append(
             "in the flight-recorder dumps the ranks wait for each other in a circle (different ranks entered "
             "collectives in different orders?): no rank is singled out"
         )
+
+
+def _linked(missing: Mapping[int, list[str]], members: Mapping[str, tuple[int, ...]]) -> dict[int, frozenset[int]]:
+    """For each rank of `missing`, the others of `missing` it shares a group with, directly or through others of
+    them (a union of the groups' shares, linear in the groups' members)."""
+    if len(missing) < 2:
+        return {r: frozenset() for r in missing}
+    parent = {r: r for r in missing}
+
+    def find(r: int) -> int:
+        while parent[r] != r:
+            parent[r] = parent[parent[r]]
+            r = parent[r]
+        return r
+
+    for ranks in members.values():
+        first = None
+        for r in ranks:
+            if r in parent:
+                if first is None:
+                    first = find(r)
+                else:
+                    parent[find(r)] = first
+    parts: dict[int, set[int]] = {}
+    for r in missing:
+        parts.setdefault(find(r), set()).add(r)
+    return {r: frozenset(parts[find(r)] - {r}) for r in missing}
 
 
 def _sentences(rank: int, items: list[_Waited], dumps: Mapping[int, Dump]) -> list[str]:
