@@ -131,12 +131,11 @@ def _place_missing(
         else:
             placed[rank] = (node, how)
     # Ranks without a dump that share a group may be waiting one behind another: they are named when they all lie
-    # on one node (the cause is there), never when they lie on several.
-    spread = sorted(
-        rank
-        for rank in placed
-        if any(placed.get(other, (None,))[0] != placed[rank][0] for other in conclusions.linked.get(rank, ()))
-    )
+    # on one node (the cause is there), never when they lie on several or some on no node known.
+    where: dict[int, set[str | None]] = {}
+    for rank in conclusions.missing:
+        where.setdefault(conclusions.linked.get(rank, rank), set()).add(placed[rank][0] if rank in placed else None)
+    spread = sorted(rank for rank in placed if len(where[conclusions.linked.get(rank, rank)]) > 1)
     for rank, (node, how) in sorted(placed.items()):
         if rank in spread:
             continue
