@@ -187,11 +187,13 @@ def report_document(booted: Booted, report: CheckReport) -> dict[str, Any]:
     }
 
 
-def _report_text(booted: Booted, report: CheckReport) -> str:
+def _report_text(booted: Booted, report: CheckReport, verbose: bool = False) -> str:
     lines = [
         f"settings: valid (ATTRIBUTION_PROVIDER={booted.settings.provider}, provider version {booted.provider.version})"
     ]
-    lines += list(report.text)
+    lines += list(report.verbose_text or report.text) if verbose else list(report.text)
+    if not verbose and len(report.verbose_text) > len(report.text):
+        lines.append(f"({len(report.verbose_text) - len(report.text)} lines on each host and file: check --verbose)")
     if not report.checked:
         lines.append(report.summary)
     if report.problems:
@@ -215,10 +217,13 @@ def _report_text(booted: Booted, report: CheckReport) -> str:
     is_flag=True,
     help="Check the sample telemetry installed with the package (ATTRIBUTION_* variables that are set still win).",
 )
-def check(as_json: bool, timeout: float, samples: bool) -> int:
+@click.option("--verbose", "-v", is_flag=True, help="Add a line for every host and file to the summary.")
+def check(as_json: bool, timeout: float, samples: bool, verbose: bool) -> int:
     """Validate the settings as boot does, then read the configured telemetry and say what the provider would see.
 
-    Per host and file: the line formats, the time range, unreadable lines, skipped files, and the epilog results.
+    By default a summary: hosts and files counted by status, the time their lines span, every problem listed; with
+    --verbose also a line for every host and file: the line formats, the time range, unreadable lines, skipped files,
+    and the epilog results.
     Exits 1 naming what to fix when anything would make answers empty or wrong, 4 when a setting is wrong.
     """
     booted = _boot("check", samples)
@@ -229,7 +234,7 @@ def check(as_json: bool, timeout: float, samples: bool) -> int:
     if as_json:
         text = json.dumps(report_document(booted, report), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     else:
-        text = _report_text(booted, report)
+        text = _report_text(booted, report, verbose)
     click.echo(_utf8(text), nl=False)
     if report.ok:
         return 0

@@ -1,7 +1,7 @@
 """The journal source's window read over many hosts' journal files, one file per host as systemd-journal-remote
 writes them with --split-mode=host, by each journal reader installed.
 
-    python bench/journal_read.py [--hosts 4096] [--dir DIR] [--scope 8]
+    python bench/journal_read.py [--hosts 4096] [--dir DIR] [--scope 8] [--drop-pages]
 
 The files are made once (kept in DIR, by default a folder under the system's temporary directory) by
 systemd-journal-remote from Journal Export Format text: every host logs a kernel line every five minutes for a day
@@ -16,6 +16,7 @@ systemd-python is measured where it is installed (it builds against libsystemd-d
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -78,12 +79,24 @@ def make_files(folder: Path, hosts: int) -> None:
         list(pool.map(lambda i: make_one(folder, i), range(hosts)))
 
 
+def drop_pages(files: list[str]) -> None:
+    """Ask the kernel to drop the files' pages from the page cache (POSIX_FADV_DONTNEED: clean pages go at once)."""
+    for path in files:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hosts", type=int, default=4096)
     parser.add_argument("--scope", type=int, default=8)
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "adapter-bench-journals")
     parser.add_argument("--make-only", action="store_true")
+    parser.add_argument("--drop-pages", action="store_true",
+                        help="drop the files' pages from the page cache before each first pass (their first read)")
     parser.add_argument("--use", type=int, help="read only the first USE files (symbolic links in a folder beside)")
     args = parser.parse_args()
     folder = args.dir / f"hosts-{args.hosts}"
@@ -112,6 +125,8 @@ def main() -> None:
                 break
             scope = [host_name(i) for i in range(scope_size)]
             for attempt in ("first pass", "second pass"):  # the second with the files' pages in the page cache
+                if args.drop_pages and attempt == "first pass":
+                    drop_pages(files)
                 started = time.perf_counter()
                 try:
                     entries, hosts = read(files, scope, lo, hi)

@@ -40,8 +40,7 @@ from providers.base import (  # noqa: E402
 )
 from providers.telemetry import TelemetryProvider  # noqa: E402
 from providers.telemetry.joblog import conclude  # noqa: E402
-from providers.telemetry.joblog.lines import NodeParser  # noqa: E402
-from providers.telemetry.joblog.loki import _stamp  # noqa: E402
+from providers.telemetry.joblog.loki import LokiJobLogSource, _Read  # noqa: E402
 from providers.telemetry.joblog.source import resolver  # noqa: E402
 
 DETECTED = datetime(2026, 9, 9, 12, tzinfo=UTC)
@@ -99,11 +98,10 @@ def parser_alone(nodes: int, silent: int) -> tuple[float, float, int]:
     for n, name in enumerate(names):
         if n == silent:
             continue
-        parser = NodeParser(name, resolve)
-        for i, line in enumerate(_failure(n).splitlines()):
-            parser.feed(f"{_stamp(end + i * 1_000_000)} {line}")
-            count += 1
-        logs[name] = parser.result()
+        got = _Read()
+        got.add({name: [(end + i * 1_000_000, line) for i, line in enumerate(_failure(n).splitlines())]})
+        count += len(got.lines[name])
+        logs.update(LokiJobLogSource._parse([name], got, resolve))  # as the source parses a node's entries
     parsed = time.perf_counter()
     conclude(names, list(range(nodes * RANKS_PER_NODE)), logs)
     return parsed - started, time.perf_counter() - parsed, count

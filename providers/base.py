@@ -259,8 +259,10 @@ class CheckReport:
     checked: bool
     #: one line saying what was looked at
     summary: str
-    #: the report for a person, line by line
+    #: the report for a person, line by line: a summary (counts, time spans, problems stay separate)
     text: tuple[str, ...] = ()
+    #: the same with every per-host and per-file line (`check --verbose`); empty: the same as `text`
+    verbose_text: tuple[str, ...] = ()
     #: the same report as JSON-able data; its shape is the provider's and documented beside it
     details: Mapping[str, Any] = field(default_factory=dict)
     problems: tuple[CheckProblem, ...] = ()

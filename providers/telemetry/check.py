@@ -41,13 +41,13 @@ def check(
     elif isinstance(source, JournalSource):
         details["kernel_logs"] = check_journals(c, source)
     else:
-        c.text.append(f"kernel logs: a {type(source).__name__} source, which check does not know")
+        c.say(f"kernel logs: a {type(source).__name__} source, which check does not know")
         details["kernel_logs"] = None
     details["epilog"] = check_epilog(c, epilog_dir)
     if isinstance(job_logs, FileJobLogSource):
         details["job_logs"] = check_job_logs(c, job_logs.root)
     elif isinstance(job_logs, LokiJobLogSource):
-        c.text.append(f"job logs: Loki streams {job_logs.template} (read per request; not queried by check)")
+        c.say(f"job logs: Loki streams {job_logs.template} (read per request; not queried by check)")
         details["job_logs"] = {"loki_selector": job_logs.template}
     if flight_recorder_dir is not None:
         details["flight_recorder"] = check_flight_recorder(c, flight_recorder_dir)
@@ -55,7 +55,10 @@ def check(
     errors = sum(p.severity is ERROR for p in problems)
     warnings = len(problems) - errors
     summary = f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
-    return CheckReport(checked=True, summary=summary, text=tuple(c.text), details=details, problems=tuple(problems))
+    return CheckReport(
+        checked=True, summary=summary, text=tuple(c.text), verbose_text=tuple(c.full), details=details,
+        problems=tuple(problems),
+    )
 
 
 __all__ = ["check"]

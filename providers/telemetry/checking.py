@@ -18,6 +18,16 @@ MAX_HOSTS_LISTED = 16
 MAX_SKIPPED_LISTED = 32
 
 
+def tally(counts: dict[str, int]) -> str:
+    """`6 ok, 1 corrupt`: each status with its count, most first (then by name)."""
+    return ", ".join(f"{n} {k}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def span(first: datetime | None, last: datetime | None) -> str:
+    """The time span lines cover, as the summary says it."""
+    return f"{stamp(first)} .. {stamp(last)}" if first is not None and last is not None else "none"
+
+
 def stamp(value: datetime | None) -> str | None:
     if value is None:
         return None
@@ -33,8 +43,20 @@ class Checker:
         #: the zone of log formats that carry none
         self.zone = zone
         self.problems: list[CheckProblem] = []
+        #: the report's summary lines (what `check` prints)
         self.text: list[str] = []
+        #: the summary and the per-host and per-file lines, in order (what `check --verbose` prints)
+        self.full: list[str] = []
         self.out_of_time = False
+
+    def say(self, line: str) -> None:
+        """A line of the summary (printed by default, and with the details)."""
+        self.text.append(line)
+        self.full.append(line)
+
+    def detail(self, line: str) -> None:
+        """A per-host or per-file line: printed with `--verbose` only (a fleet has thousands)."""
+        self.full.append(line)
 
     def problem(self, severity: CheckSeverity, where: str, message: str) -> None:
         self.problems.append(CheckProblem(severity, where, message))

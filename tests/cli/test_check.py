@@ -24,8 +24,24 @@ def _problems(doc: dict) -> dict[str, str]:
     return {p["where"]: p["severity"] for p in doc["problems"]}
 
 
-def test_the_samples_pass_and_every_host_and_file_is_reported(run_cli):
+def test_the_samples_pass_with_a_summary_by_default(run_cli):
     result = run_cli(["check"], samples_env())
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[2:5] == [
+        "  hosts: 8 (4 in folders, 4 in per-host files); their files: 10 read (10 ok)",
+        "  combined files: 1 read (1 ok); hosts named in their lines: 1",
+        "  lines span 2026-09-08T06:12:04.006012Z .. 2026-09-09T12:10:00.500700Z",
+    ]
+    assert "  hosts: 2; results: 2 read (1 fail, 1 pass)" in lines
+    assert not any(line.startswith(("  host ", "    ")) for line in lines)  # each host's lines: --verbose
+    verbose = run_cli(["check", "--verbose"], samples_env()).stdout.splitlines()
+    assert f"({len(verbose) - len(lines) + 1} lines on each host and file: check --verbose)" in lines
+    assert result.stdout.endswith("check passed: 0 errors, 0 warnings\n")
+
+
+def test_the_samples_pass_and_every_host_and_file_is_reported(run_cli):
+    result = run_cli(["check", "--verbose"], samples_env())
     assert result.exit_code == 0, result.output
     assert result.stderr == ""
     out = result.stdout
@@ -76,7 +92,7 @@ def test_the_samples_as_json(run_cli):
 
 
 def test_a_broken_tree_fails_naming_each_thing_to_fix(run_cli, tmp_path):
-    result = run_cli(["check"], broken_tree(tmp_path))
+    result = run_cli(["check", "--verbose"], broken_tree(tmp_path))
     assert result.exit_code == 1
     stderr = result.stderr.splitlines()
     assert len(stderr) == 1 and stderr[0].startswith(FAILED), result.stderr
@@ -314,3 +330,36 @@ def test_the_old_provider_name_is_checked_as_the_new_one_with_one_notice(run_cli
     assert new.stderr == ""
     assert json.loads(old.stdout) == json.loads(new.stdout)
     assert json.loads(old.stdout)["provider"]["name"] == "telemetry"
+
+
+def test_a_host_s_long_file_is_sampled_by_its_ends_and_a_head_in_no_format_read_further(run_cli, tmp_path):
+    logs = tmp_path / "logs"
+    (logs / "worker-01").mkdir(parents=True)
+    line = (SAMPLES / "kernel-logs" / "worker-01" / "kern.log").read_text().splitlines()[0] + "\n"
+    noise = "a line of an application, in no syslog format at all\n"
+    (logs / "worker-01" / "kern.log").write_text(line * 3000)
+    # 40 unreadable lines first: more than the first 32 lines sampled, so the rest of the head is read, as the source
+    # looks for a known line in a file's first 64 KiB
+    (logs / "worker-02").mkdir()
+    (logs / "worker-02" / "kern.log").write_text(noise * 40 + line * 3000)
+    env = {"ATTRIBUTION_PROVIDER": "telemetry", "ATTRIBUTION_KERNEL_LOG_SOURCE": "files"}
+    result = run_cli(["check", "--json"], {**env, "ATTRIBUTION_KERNEL_LOG_DIR": str(logs)})
+    assert result.exit_code == 0, result.output
+    files = {h["name"]: h["files"][0] for h in json.loads(result.stdout)["details"]["kernel_logs"]["hosts"]}
+    assert files["worker-01"]["status"] == "ok" and files["worker-01"]["lines_sampled"] == 64
+    assert files["worker-02"]["status"] == "ok" and files["worker-02"]["first_unreadable_line"] == 1
+    assert files["worker-02"]["unreadable_lines"] == 40 and files["worker-02"]["lines_sampled"] > 64
+
+
+def test_a_rotated_file_out_of_order_is_a_warning(run_cli, tmp_path):
+    logs = tmp_path / "logs"
+    (logs / "worker-01").mkdir(parents=True)
+    lines = (SAMPLES / "kernel-logs" / "worker-01" / "kern.log").read_text().splitlines(keepends=True)
+    (logs / "worker-01" / "kern.log").write_text("".join(lines[:2]))  # the newer file starts at 11:40
+    (logs / "worker-01" / "kern.log.1").write_text("".join(lines[2:]))  # the older one goes on to 12:03
+    env = {"ATTRIBUTION_PROVIDER": "telemetry", "ATTRIBUTION_KERNEL_LOG_SOURCE": "files"}
+    result = run_cli(["check"], {**env, "ATTRIBUTION_KERNEL_LOG_DIR": str(logs)})
+    assert result.exit_code == 0, result.output
+    assert "  warning  worker-01/kern.log.1: holds lines up to 2026-09-09T12:03:40.770125Z, later than the start of " \
+           "the newer worker-01/kern.log (2026-09-09T11:40:02.118204Z): the files are out of rotation order" \
+           in result.stdout

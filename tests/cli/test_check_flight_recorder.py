@@ -17,7 +17,10 @@ def test_dumps_are_reported_per_node_with_versions_ranks_and_unreadable_files(ru
     shutil.copytree(FIXTURES / "v1.4" / "behind", root / "job-2" / "3")
     (root / "job-1" / "0" / "node-1" / "nccl_trace_rank_3").write_bytes(b"\x80\x02cos\nsystem\n.")
     env = {**samples_env(), "ATTRIBUTION_FLIGHT_RECORDER_DIR": str(root)}
-    result = run_cli(["check"], env)
+    summary = run_cli(["check"], env).stdout.splitlines()
+    assert "  workload job-1 attempt 0: 5 dump(s) of 3 node(s)" in summary
+    assert not any(line.startswith("    node-2:") for line in summary)  # a node's own line: --verbose
+    result = run_cli(["check", "--verbose"], env)
     lines = result.stdout.splitlines()
     assert f"flight-recorder dumps: {root}" in lines
     assert "  workload job-1 attempt 0: 5 dump(s) of 3 node(s)" in lines

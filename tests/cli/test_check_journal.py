@@ -34,7 +34,16 @@ def _env(folder: Path) -> dict[str, str]:
 
 
 def test_the_sample_journals_pass_and_every_file_is_reported(run_cli, journals: Path):
-    result = run_cli(["check"], _env(journals))
+    summary = run_cli(["check"], _env(journals))
+    assert summary.exit_code == 0, summary.output
+    files = len(list(journals.iterdir()))
+    assert summary.stdout.splitlines()[1:4] == [
+        f"kernel logs: journal source, {journals}",
+        f"  files: {files}, {files} read ({files} ok); hosts named in their entries: 9",
+        "  entries span 2026-09-08T06:12:04.006012Z .. 2026-09-09T12:10:00.500700Z",
+    ]
+    assert "remote-worker-01.journal" not in summary.stdout  # a file's own line: --verbose
+    result = run_cli(["check", "--verbose"], _env(journals))
     assert result.exit_code == 0, result.output
     out = result.stdout.splitlines()
     assert f"kernel logs: journal source, {journals}" in out
@@ -62,7 +71,7 @@ def test_files_the_source_cannot_open_fail_the_check_naming_each(run_cli, journa
                                      "MESSAGE": "Accepted publickey for ops"}),
                                (at, {"_TRANSPORT": "kernel", "MESSAGE": "no host"})]),
                   journals / "remote-worker-09.journal")  # fmt: skip
-    result = run_cli(["check"], _env(journals))
+    result = run_cli(["check", "--verbose"], _env(journals))
     assert result.exit_code == 1
     stderr = result.stderr.splitlines()
     assert len(stderr) == 1 and stderr[0].startswith(FAILED), result.stderr

@@ -40,7 +40,8 @@ def test_a_reachable_loki_reports_each_host_and_its_formats(run_cli):
     with FakeLoki(_streams()) as loki:
         result = run_cli(["check", "--json"], _env(loki.url))
         queried = [q["query"][0] for q in loki.queries if q["path"] == ["/loki/api/v1/query_range"]]
-        text = run_cli(["check"], _env(loki.url))
+        text = run_cli(["check", "--verbose"], _env(loki.url))
+        summary = run_cli(["check"], _env(loki.url))
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     logs = doc["details"]["kernel_logs"]
@@ -52,6 +53,7 @@ def test_a_reachable_loki_reports_each_host_and_its_formats(run_cli):
     assert queried == ['{host=~"worker-01"}', '{host=~"worker-02"}']
     assert text.exit_code == 0
     assert "  host worker-01: ok; rfc3339 1;" in text.stdout
+    assert "  hosts: 2, 2 queried (2 ok)" in summary.stdout.splitlines() and "host worker-01" not in summary.stdout
 
 
 def test_an_unreachable_loki_fails_in_one_line(run_cli, unreachable_url):
@@ -73,10 +75,11 @@ def test_a_host_label_no_stream_carries_names_the_labels_seen(run_cli):
 
 def test_a_selector_that_matches_no_line_fails(run_cli):
     with FakeLoki(_streams()) as loki:
-        result = run_cli(["check"], _env(loki.url, ATTRIBUTION_LOKI_SELECTOR='{hostname=~"{hosts}"}'))
+        result = run_cli(["check", "--verbose"], _env(loki.url, ATTRIBUTION_LOKI_SELECTOR='{hostname=~"{hosts}"}'))
     # The streams carry `host`, not `hostname`: every host is listed, and no query finds a line.
     assert result.exit_code == 1
     assert "  host worker-01: no_lines; no lines" in result.stdout
+    assert "  hosts: 2, 2 queried (2 no_lines)" in result.stdout.splitlines()
     (line,) = result.stderr.splitlines()
     assert line.startswith("attribution-adapter check: failed: ATTRIBUTION_LOKI_SELECTOR: matched no line of any host")
 

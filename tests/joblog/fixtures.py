@@ -423,7 +423,8 @@ WAN2GP_442_UNKNOWN = (
     "RuntimeError: CUDA error: unknown error Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions"
 )
 
-#: https://github.com/nagadomi/nunif/issues/702 (a CUDA error the table does not list)
+#: https://github.com/nagadomi/nunif/issues/702 (cudaErrorInsufficientDriver: the node's state, a driver older than
+#: the job's runtime)
 NUNIF_702_DRIVER = "RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime version"
 
 # ---------------------------------------------------------------- kernel OOM-killer lines (the provider's input)

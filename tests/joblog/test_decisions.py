@@ -1,26 +1,52 @@
 """The job-log rules decide by a row's meaning, whatever the row: every row of the signal table, its own example line
 on a node, concluded as its meaning says (the job's causes on the job's resources, node signs on the node, node state
-compared across the scope, ambiguous and consequence rows as notes)."""
+compared across the scope, ambiguous and consequence rows as notes). A row whose code decides (a line that prints a
+CUDA error or a library's status, an NCCL network warning naming a status or an event, a family's row) is decided by
+the row its example carries: the code's row, or the row whose format it matches."""
 
 from __future__ import annotations
 
 import pytest
 
 from providers.telemetry.joblog import conclude
-from providers.telemetry.joblog.signals import SIGNALS, Signal, SignalMeaning
+from providers.telemetry.joblog.lines import parse_lines
+from providers.telemetry.joblog.nodes import exact_resolver
+from providers.telemetry.joblog.signals import BY_ID, SIGNALS, Signal, SignalMeaning
 from tests.joblog import fixtures as fx
 from tests.joblog.support import logs
 
-#: rows read by their markers (or as a CUDA error, or an NCCL network warning): what the meaning alone decides
-READ = ("text", "cuda", "nccl_net")
+#: rows read from a line (by their markers, their formats, as a CUDA error or an NCCL network warning): every one is
+#: decided by its meaning alone
+READ = ("text", "cuda", "nccl_net", "nccl", "nccl_result", "format")
 #: a node that ran the job and reported (ArcticTraining#219: a watchdog timeout)
 RAN = fx.ARCTIC_219[1]
 JOB = {SignalMeaning.APPLICATION: "application", SignalMeaning.CONFIGURATION: "configuration",
        SignalMeaning.SCHEDULER: "scheduler"}  # fmt: skip
 
 
+def _decider(row: Signal) -> Signal:
+    """The row whose meaning decides the row's example line: the row itself, or the row the line carries (the code's
+    row where the row's code decides, the row whose format a family's line matches)."""
+    log = parse_lines("node-a", [row.example], exact_resolver(["node-a"]))
+    signals = [h.signal for h in log.signals]
+    carried = {
+        # the CUDA error's code decides, or, where NVIDIA gives it no single cause, the NCCL check site it came from
+        "cuda": [e.site if e.site is not None and BY_ID[e.kind.runtime_name].meaning in _UNSETTLED
+                 else e.kind.runtime_name for e in log.cuda if e.kind is not None],
+        "nccl_net": [e.signal or e.kind.value for e in log.network],
+        **dict.fromkeys(("text", "nccl", "nccl_result", "format"), signals),
+    }
+    ids = [*carried[row.parse], *carried["cuda"], *carried["nccl_net"], *signals]
+    return row if row.id in ids or not ids else BY_ID[ids[0]]
+
+
+_UNSETTLED = (SignalMeaning.AMBIGUOUS, SignalMeaning.CONSEQUENCE)
+#: each row read by its markers, with the row that decides its example
+DECIDED = {s.id: _decider(s) for s in SIGNALS if s.parse in READ and s.id != "cuda_error_unlisted"}
+
+
 def _rows(*meanings: SignalMeaning) -> list[Signal]:
-    return [s for s in SIGNALS if s.meaning in meanings and s.parse in READ and s.id != "cuda_error_unlisted"]
+    return [s for s in SIGNALS if s.id in DECIDED and DECIDED[s.id].meaning in meanings]
 
 
 def _texts(evidence: object) -> list[str]:
@@ -30,38 +56,54 @@ def _texts(evidence: object) -> list[str]:
 @pytest.mark.parametrize("row", _rows(*JOB), ids=lambda s: s.id)
 def test_the_jobs_own_cause_is_a_job_conclusion_with_its_line(row: Signal) -> None:
     out = conclude(["node-a", "node-b"], [], logs({"node-a": [row.example], "node-b": [RAN]}))
-    assert out.nodes == () and out.job is not None and out.job.category == JOB[row.meaning]
+    decider = DECIDED[row.id]
+    assert out.nodes == () and out.job is not None and out.job.category == JOB[decider.meaning]
     assert row.example.strip() in " ".join(_texts(out.job.evidence))
-    assert row.id in out.decided_by
+    assert decider.id in out.decided_by
 
 
 @pytest.mark.parametrize("row", _rows(SignalMeaning.NODE_HARDWARE, SignalMeaning.LINK_FABRIC), ids=lambda s: s.id)
 def test_a_node_sign_names_the_node_that_logged_it(row: Signal) -> None:
     out = conclude(["node-a", "node-b"], [], logs({"node-a": [row.example], "node-b": [RAN]}))
-    assert [(c.node, c.category) for c in out.nodes] == [("node-a", row.category)]
+    assert [(c.node, c.category) for c in out.nodes] == [("node-a", DECIDED[row.id].category)]
     assert out.job is None
 
 
 @pytest.mark.parametrize("row", _rows(SignalMeaning.NODE_STATE), ids=lambda s: s.id)
 def test_node_state_names_the_node_that_shows_it_and_is_the_jobs_when_every_node_does(row: Signal) -> None:
+    decider = DECIDED[row.id]
     some = conclude(["node-a", "node-b"], [], logs({"node-a": [row.example], "node-b": [RAN]}))
     assert [c.node for c in some.nodes] == ["node-a"] and some.job is None
-    assert some.nodes[0].category == (row.category or "gpu_unavailable")
-    assert _texts(some.nodes[0].evidence)[0].startswith(f"node-a shows that it cannot run the job as it is ({row.id})")
+    assert some.nodes[0].category == (decider.category or "gpu_unavailable")
+    assert _texts(some.nodes[0].evidence)[0].startswith(
+        f"node-a shows that it cannot run the job as it is ({decider.id})")
     every = conclude(["node-a", "node-b"], [], logs({"node-a": [row.example], "node-b": [row.example]}))
     assert every.nodes == () and every.job is not None and every.job.category == "configuration"
     assert _texts(every.job.evidence)[0].startswith("every node of the job whose log was read (2: node-a, node-b)")
+    # A job of one node: a sign of the node's own stack names it; no usable device is what a job that asked for no
+    # GPU sees too, so it stays the job's configuration.
     alone = conclude(["node-a"], [], logs({"node-a": [row.example]}))
-    assert alone.job is not None and alone.job.category == "configuration"
+    if (decider.category or "gpu_unavailable") == "gpu_unavailable":
+        assert alone.nodes == () and alone.job is not None and alone.job.category == "configuration"
+        assert _texts(alone.job.evidence)[0].startswith("node-a, the job's only node, found no device it could use")
+    else:
+        assert [(c.node, c.category) for c in alone.nodes] == [("node-a", decider.category)] and alone.job is None
+        assert _texts(alone.nodes[0].evidence)[0].startswith(
+            f"node-a, the job's only node, shows that its own stack cannot run the job as it is ({decider.id})")
+    # The only node of a larger scope whose log was read: nothing to compare with, decided as on a job of one node.
+    one_read = conclude(["node-a", "node-b"], [], logs({"node-a": [row.example]}))
+    assert [(c.node, c.category) for c in one_read.nodes] == [(c.node, c.category) for c in alone.nodes]
+    assert (one_read.job is None) == (alone.job is None)
 
 
 @pytest.mark.parametrize("row", _rows(SignalMeaning.AMBIGUOUS, SignalMeaning.CONSEQUENCE), ids=lambda s: s.id)
 def test_an_ambiguous_or_consequent_sign_is_a_note_and_names_nothing(row: Signal) -> None:
+    decider = DECIDED[row.id]
     out = conclude(["node-a", "node-b"], [], logs({"node-a": [row.example], "node-b": [RAN]}))
     assert "node-a" not in {c.node for c in out.nodes}
     assert out.job is None or out.job.category == "collective_timeout"
-    assert row.id in out.noted and any(n.startswith("node-a: ") for n in out.notes)
-    assert (row.id in out.unsettled.get("node-a", ())) is (row.meaning is SignalMeaning.AMBIGUOUS)
+    assert decider.id in out.noted and any(n.startswith("node-a: ") for n in out.notes)
+    assert (decider.id in out.unsettled.get("node-a", ())) is (decider.meaning is SignalMeaning.AMBIGUOUS)
 
 
 def test_the_jobs_causes_rank_configuration_application_scheduler_then_the_timeouts() -> None:

@@ -188,3 +188,65 @@ def test_each_candidate_word_is_a_marker_of_the_table_or_a_structural_one() -> N
     words = prefilter.candidate_words()
     assert set(STANDALONE) <= set(words)
     assert set(words) == set(STANDALONE) | set(prefilter.STRUCTURAL) | set(prefilter.REREAD)
+
+
+#: torchelastic summaries the buffer reader cuts out whole, and variants it must hand to the parser line by line
+SUMMARY = [
+    "Failures:", "  <NO_OTHER_FAILURES>", "-" * 60, "Root Cause (first observed failure):", "[0]:",
+    "  time      : 2026-09-09_17:59:59", "  host      : node-a", "  rank      : 3 (local_rank: 3)",
+    "  exitcode  : -6 (pid: 9001)", "  error_file: <N/A>", "  traceback : Signal 6 (SIGABRT) received by PID 9001",
+    "=" * 60,
+]
+
+
+@pytest.mark.parametrize("variant", [
+    lambda lines: lines,
+    lambda lines: [*lines[:10], "  traceback : RuntimeError: ncclSystemError: unhandled system error", lines[-1]],
+    lambda lines: [*lines[:6], "node-a: stray output of the node's own host", *lines[6:]],
+    lambda lines: [*lines[:6], "[rank2]: a rank's line cut into the summary", *lines[6:]],
+    lambda lines: [*lines[:6], " 3: srun's label", *lines[6:]],
+    lambda lines: [*lines[:6], "[default3]:a role's line", *lines[6:]],
+    lambda lines: [*lines[:6], "Traceback (most recent call last):", *lines[6:]],
+    lambda lines: [*lines[:6], "  host      : node-b\r", *lines[6:]],
+    lambda lines: [*lines[:6], "[PG 0 Rank 3] a marker", *lines[6:]],
+    lambda lines: [lines[0], "  caf\u00e9", *lines[1:]],
+    lambda lines: lines[:-1],  # no closing line: fed one by one
+])
+def test_torchelastic_s_summary_cut_out_of_the_buffer_gives_what_every_line_gives(variant) -> None:
+    for before in ([], _training(3), ["Traceback (most recent call last):"]):
+        lines = [*before, *variant(SUMMARY), *_training(2)]
+        got, want, _ = _both("\n".join(lines).encode())
+        assert got == want
+
+
+def _catalogue_lines() -> list[list[str]]:
+    """Each searched row's example, in every shape a log puts it and quoted as PyTorch and XLA quote NCCL's last
+    warning, each group of lines as `tests/joblog/test_signals.py` reads it."""
+    from tests.joblog import test_signals as ts
+
+    groups: list[list[str]] = []
+    for row in ts.SEARCHED:
+        example = ts._lines(row.id)
+        for _, prefix in ts.SHAPES:
+            if row.parse not in ts.NO_RANK or not prefix:
+                groups.append([prefix + line for line in example])
+        groups.append([f"[rank1]: RuntimeError: {line}" for line in example])
+        if row.catalogue == "nccl_warn" and " NCCL WARN " in row.example:
+            message = row.example.split(" NCCL WARN ", 1)[1]
+            groups.append(["[rank2]:ncclInternalError: Internal check failed.", "[rank2]:Last error:",
+                           "[rank0]:a line of another rank", f"[rank2]:{message}"])
+            groups.append([f"[rank2]:INTERNAL: NCCL operation ncclAllReduce failed: internal error. Last NCCL "
+                           f"warning(error) log entry (may be unrelated) '{message}'."])
+    return groups
+
+
+def test_every_row_of_the_catalogues_between_training_lines_gives_what_every_line_gives() -> None:
+    # a few rows at a time (so that no record bound is reached), each group behind and before training output
+    groups = _catalogue_lines()
+    assert len(groups) > 5_000
+    for start in range(0, len(groups), 40):
+        lines: list[str] = []
+        for number, group in enumerate(groups[start : start + 40]):
+            lines += _training(2, number) + group
+        got, want, _ = _both(("\n".join(lines) + "\n").encode())
+        assert got == want, start

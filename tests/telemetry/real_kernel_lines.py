@@ -226,8 +226,34 @@ def status_lines(root: Path) -> list[Checked]:
     return [Checked(r["url"], r["line"], r["expected"], _match(decisions, r["line"])) for r in rows]
 
 
+#: per corpus case with a quoted kernel log, each line carrying an NVIDIA or PCIe event (a piece of its text) and how
+#: NVIDIA's tables (and the kernel's AER severities) decode it; the case's other lines carry no event
+CORPUS_EXPECTED: dict[str, list[tuple[str, str]]] = {
+    # Xid 79 (RESTART_BM) and the driver's own line for it
+    "akash-support-209-xid79-node1": [
+        ("79, pid='<unknown>'", "node gpu_off_bus"),
+        ("GPU 0000:a1:00.0: GPU has fallen off the bus.", "node gpu_off_bus"),
+    ],
+    # a corrected PCIe error (no finding), then an uncorrectable fatal one on the GPU's root port, then Xid 79
+    "gpu-burn-1-pcie-surprise-down-xid79": [
+        ("PCIe Bus Error: severity=Corrected", "none"),
+        ("PCIe Bus Error: severity=Uncorrected (Fatal)", "node pcie"),
+        ("79, GPU has fallen off the bus.", "node gpu_off_bus"),
+    ],
+    # the driver's initialisation of a GPU failed (RM_INIT status 0x26), four times; its follow-up line naming the
+    # device's minor number is part of the same event
+    "pai-4344-gpu-missing-rminitadapter": [("RmInitAdapter failed! (0x26:0xffff:1127)", "node gpu_hardware")],
+    # NV_ERR_RESET_REQUIRED at an assertion, and a GSP allocation failing with status 0x62 (the same)
+    "sichek-51-reset-required-gpu1": [
+        ("GspRmAlloc failed", "node gpu_driver"),
+        ("Reset required [NV_ERR_RESET_REQUIRED]", "node gpu_driver"),
+    ],
+}
+
+
 def corpus_lines(root: Path) -> list[Checked]:
-    """The corpus's quoted kernel logs: every status line of theirs names the node (the cases say why)."""
+    """The corpus's quoted kernel logs, each line as `CORPUS_EXPECTED` says (a line it does not list: no event; a
+    fragment a report quotes inline, without the driver's prefix, is no kernel line the driver prints)."""
     from tests.incidents.corpus import cases
 
     out = []
@@ -237,9 +263,10 @@ def corpus_lines(root: Path) -> list[Checked]:
             folder.mkdir(parents=True)
             (folder / f"{node}.log").write_text("\n".join(_placed(node, messages)) + "\n")
             decisions = _decisions(folder, node)
-            want = f"node {case.expected['category']}" if case.expected["target"] == node else "none"
-            out += [Checked(case.id, m, "-" if any(i in m for i in IDENTIFICATION) else want, _match(decisions, m))
-                    for m in messages]  # fmt: skip
+            expected = CORPUS_EXPECTED.get(case.id, [])
+            for m in messages:
+                want = next((w for piece, w in expected if piece in m), "-")
+                out.append(Checked(case.id, m, want, _match(decisions, m)))
     return out
 
 

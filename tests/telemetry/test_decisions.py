@@ -99,9 +99,41 @@ def test_node_state_shown_by_every_node_read_is_the_jobs_configuration(tmp_path:
     body = _ask(tmp_path, ["node-a", "node-b"], {"node-a": [NOT_INITIALIZED], "node-b": [NOT_INITIALIZED]})
     assert _findings(body) == [("AllJobResources", "configuration")]
     assert _texts(body["attributions"][0])[0].startswith("every node of the job whose log was read (2: node-a, node-b)")
-    one = _ask(tmp_path / "one", ["node-a"], {"node-a": [NOT_INITIALIZED]})
-    assert _findings(one) == [("AllJobResources", "configuration")]
-    assert "the only node of the job whose log was read" in _texts(one["attributions"][0])[0]
+    # One node of two read: nothing to compare its state with; a daemon of the node's own stack names it.
+    one = _ask(tmp_path / "one", ["node-a", "node-b"], {"node-a": [NOT_INITIALIZED]})
+    assert _findings(one) == [("node-a", "gpu_driver")]
+    assert _texts(one["attributions"][0])[0].startswith("node-a, the only node of the job whose log was read, shows")
+
+
+def test_a_daemon_not_running_on_a_job_s_only_node_names_it(tmp_path: Path) -> None:
+    # NVIDIA/nccl-tests#264: the fabric manager was not running on the one node of the job. No setting of the job
+    # stops a daemon of the node, so with nothing to compare with the sign names the node.
+    body = _ask(tmp_path, ["node-a"], {"node-a": [NOT_INITIALIZED]})
+    assert _findings(body) == [("node-a", "gpu_driver")]
+    assert _texts(body["attributions"][0])[0].startswith(
+        "node-a, the job's only node, shows that its own stack cannot run the job as it is (cudaErrorSystemNotReady)")
+
+
+def test_a_cuda_failure_of_nccl_s_nvls_transport_is_node_state_unless_its_error_names_a_cause(tmp_path: Path) -> None:
+    # NVIDIA/nccl#1488: NVLS's multicast calls fail with `invalid argument` on the node whose fabric manager was
+    # restarted without a GPU reset; NCCL's own text for NVLS failures names the fabric manager. node-b ran on.
+    nvls = "node-a:12098:12141 [2] transport/nvls.cc:244 NCCL WARN Cuda failure 1 'invalid argument'"
+    body = _ask(tmp_path, ["node-a", "node-b"], {"node-a": [nvls], "node-b": [fx.ARCTIC_219[1]]})
+    assert _findings(body) == [("node-a", "gpu_driver")]
+    texts = _texts(body["attributions"][0])
+    assert texts[0].startswith("node-a shows that it cannot run the job as it is (nccl_nvls_cuda_failure)")
+    assert texts[1].startswith("a process on node-a reported CUDA's 'invalid argument' from NCCL's check site "
+                               "nccl_nvls_cuda_failure: per NCCL")
+    assert nvls in texts
+    # The same check site failing to allocate memory: the error names its cause, the program's.
+    oom = nvls.replace("Cuda failure 1 'invalid argument'", "Cuda failure 2 'out of memory'")
+    body = _ask(tmp_path / "oom", ["node-a", "node-b"], {"node-a": [oom], "node-b": [fx.ARCTIC_219[1]]})
+    assert _findings(body) == [("AllJobResources", "application")]
+    # Elsewhere in NCCL the same `invalid argument` names no node: it has no single cause (a note says so).
+    elsewhere = nvls.replace("transport/nvls.cc", "transport/p2p.cc")
+    body = _ask(tmp_path / "p2p", ["node-a", "node-b"], {"node-a": [elsewhere], "node-b": [fx.ARCTIC_219[1]]})
+    assert [target for target, _ in _findings(body)] == ["AllJobResources"]
+    assert "cudaErrorInvalidValue" in body["error"]["message"]
 
 
 def test_node_state_beside_the_nodes_own_kernel_status_is_the_kernels_finding(tmp_path: Path) -> None:

@@ -216,7 +216,7 @@ def test_a_non_zero_exit_beside_the_nodes_own_kernel_event_is_that_events_findin
 def test_nccl_network_errors_name_no_node_unless_the_nodes_own_port_failed(tmp_path: Path) -> None:
     body = _ask(tmp_path, ["kp-ddp-worker-0", "kp-ddp-worker-1"], {"kp-ddp-worker-0": fx.NCCL_1405_IB})
     assert body["attributions"] == [] and _unattributed(body) == ["kp-ddp-worker-0", "kp-ddp-worker-1"]
-    assert "kp-ddp-worker-0: its job log holds nccl_ib_completion_error" in body["error"]["message"]
+    assert "kp-ddp-worker-0: its job log holds nccl_net_ib_got_completion_from_peer_with" in body["error"]["message"]
     port = _ask(tmp_path / "port", ["gpu-1", "gpu-2"], {"gpu-1": [fx.NCCL_905_PORT_ERROR]})
     assert _findings(port) == [("gpu-1", "network")] and _unattributed(port) == ["gpu-2"]
 

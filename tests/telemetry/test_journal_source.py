@@ -303,12 +303,45 @@ def test_a_corrupt_or_truncated_file_is_skipped_with_a_warning_naming_it(
 ):
     shutil.copyfile(sample_journals / "remote-worker-01.journal", tmp_path / "remote-worker-01.journal")
     _bad_copies(tmp_path, sample_journals / "remote-worker-05.journal")
+    # the broken files are named for scope hosts: the source opens them (a file named for another host it never opens)
+    scope = ["worker-01", "cut", "scrambled", "text", "empty"]
     with caplog.at_level(logging.WARNING, logger="attribution_adapter.telemetry"):
-        outcome = _journal_provider(tmp_path).fast(make_request(["worker-01"]), deadline(), None)
+        outcome = _journal_provider(tmp_path).fast(make_request(scope), deadline(), None)
     assert [(f.target.name, f.error_category) for f in outcome.attributions] == [("worker-01", "gpu_off_bus")]
     warned = " ".join(r.getMessage() for r in caplog.records)
     for name in ("remote-cut.journal", "remote-scrambled.journal", "remote-text.journal", "remote-empty.journal"):
         assert f"journal file {name} could not be read" in warned, warned
+
+
+def test_only_the_files_of_the_scopes_hosts_and_those_named_for_no_host_are_opened(
+    tmp_path: Path, sample_journals: Path, caplog: pytest.LogCaptureFixture
+):
+    # journal-remote names a sender's files `remote-<host>.journal` (archived `remote-<host>@....journal`): a file
+    # named for a host outside the scope is never opened, even a broken one; one named for no host (journald's own,
+    # a sender named by its address) may hold any host's entries and is read.
+    (tmp_path / "remote-10.0.0.5.journal").write_bytes(
+        (sample_journals / "remote-worker-01.journal").read_bytes())  # fmt: skip
+    _bad_copies(tmp_path, sample_journals / "remote-worker-05.journal")
+    archived = tmp_path / "remote-worker-02@0123456789abcdef0123456789abcdef-0000000000000001-0005f3a2b1c0d0e0.journal"
+    archived.write_text("not a journal file\n")
+    opened: list[str] = []
+    real = journal_module.JournalReaderFile
+
+    class Counting(real):  # type: ignore[misc, valid-type]
+        def __init__(self, path: str) -> None:
+            opened.append(Path(path).name)
+            super().__init__(path)
+
+    journal_module.JournalReaderFile = Counting  # type: ignore[misc]
+    try:
+        with caplog.at_level(logging.WARNING, logger="attribution_adapter.telemetry"):
+            outcome = _journal_provider(tmp_path).fast(make_request(["worker-01", "worker-02"]), deadline(), None)
+    finally:
+        journal_module.JournalReaderFile = real  # type: ignore[misc]
+    assert [(f.target.name, f.error_category) for f in outcome.attributions] == [("worker-01", "gpu_off_bus")]
+    assert sorted(opened) == sorted(["remote-10.0.0.5.journal", archived.name])
+    warned = " ".join(r.getMessage() for r in caplog.records)
+    assert f"journal file {archived.name} could not be read" in warned and "remote-cut" not in warned
 
 
 def test_symbolic_links_are_followed_and_broken_ones_skipped(
@@ -470,3 +503,17 @@ def test_a_quiet_node_across_a_rotation_has_telemetry(tmp_path: Path):
         make_request(["gpu-1"]), deadline(), None
     )
     assert outcome.attributions == () and [t.name for t in outcome.unattributed_targets] == ["gpu-1"]
+
+
+def test_a_file_added_after_the_folder_was_listed_is_read(tmp_path: Path, sample_journals: Path):
+    # The files are mapped to hosts once per state of their folders; a folder that changes is listed again.
+    shutil.copyfile(sample_journals / "remote-worker-01.journal", tmp_path / "remote-worker-01.journal")
+    old = (DETECTED - timedelta(days=1)).timestamp()
+    os.utime(tmp_path, (old, old))
+    provider = _journal_provider(tmp_path)
+    first = provider.fast(make_request(["worker-01", "worker-06"]), deadline(), None)
+    assert [f.target.name for f in first.attributions] == ["worker-01"]
+    shutil.copyfile(sample_journals / "remote-worker-06.journal", tmp_path / "remote-worker-06.journal")
+    os.utime(tmp_path, (old + 1, old + 1))  # changed, and settled
+    again = provider.fast(make_request(["worker-01", "worker-06"], DETECTED + timedelta(seconds=1)), deadline(), None)
+    assert sorted({f.target.name for f in again.attributions}) == ["worker-01", "worker-06"]

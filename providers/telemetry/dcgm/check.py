@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from providers.telemetry.checking import ERROR, MAX_FILES_PER_HOST, WARNING, Checker, stamp
+from providers.telemetry.checking import ERROR, MAX_FILES_PER_HOST, WARNING, Checker, stamp, tally
 from providers.telemetry.dcgm import results as epilog
 from providers.telemetry.reading import NotRegular, entry_kind, list_folder, nested_holds_anything, open_regular
 
@@ -62,7 +62,7 @@ def _result(path: Path, relative: str) -> dict[str, Any]:
 def check_epilog(c: Checker, root: Path | None) -> dict[str, Any] | None:
     """What the epilog directory holds per node, read by the DCGM reader's own parsing."""
     if root is None:
-        c.text.append("epilog results: not configured (ATTRIBUTION_EPILOG_DIR); slow answers insufficient_telemetry")
+        c.say("epilog results: not configured (ATTRIBUTION_EPILOG_DIR); slow answers insufficient_telemetry")
         c.problem(
             WARNING,
             "ATTRIBUTION_EPILOG_DIR",
@@ -70,7 +70,7 @@ def check_epilog(c: Checker, root: Path | None) -> dict[str, Any] | None:
         )
         return None
     details: dict[str, Any] = {"dir": str(root), "hosts": [], "skipped": []}
-    c.text.append(f"epilog results: {root}")
+    c.say(f"epilog results: {root}")
     entries = c.folder(root, "epilog directory")
     if entries is None:
         return details
@@ -108,6 +108,7 @@ def check_epilog(c: Checker, root: Path | None) -> dict[str, Any] | None:
         c.problem(WARNING, item["path"], f"is not read by the epilog reader ({item['reason']})")
     if not any(per_node.values()):
         c.problem(WARNING, str(root), "holds no epilog result yet, so slow requests answer insufficient_telemetry")
+    lines: list[str] = []
     for node, found in sorted(per_node.items(), key=lambda kv: kv[0].lower()):
         results = []
         for relative, path in sorted(found, reverse=True)[:MAX_FILES_PER_HOST]:
@@ -124,13 +125,21 @@ def check_epilog(c: Checker, root: Path | None) -> dict[str, Any] | None:
             results.append(result)
         not_listed = max(0, len(found) - len(results))
         details["hosts"].append({"name": node, "results": results, "results_not_listed": not_listed})
-        c.text.append(f"  host {node}")
+        lines.append(f"  host {node}")
         for r in results:
             when = f"{r['time']} (from the {'name' if r['time_from'] == 'name' else 'file time'})" if r["time"] else ""
             reason = f" ({r['reason']})" if r["reason"] else ""
-            c.text.append(f"    {r['path']}: {r['status']}{reason}" + (f"; {when}" if when else ""))
+            lines.append(f"    {r['path']}: {r['status']}{reason}" + (f"; {when}" if when else ""))
         if not_listed:
-            c.text.append(f"    ... and {not_listed} more, not read")
+            lines.append(f"    ... and {not_listed} more, not read")
+    statuses: dict[str, int] = {}
+    for host in details["hosts"]:
+        for r in host["results"]:
+            statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    read = sum(statuses.values())
+    c.say(f"  hosts: {len(details['hosts'])}; results: {read} read" + (f" ({tally(statuses)})" if read else ""))
+    for line in lines:
+        c.detail(line)
     return details
 
 

@@ -29,7 +29,7 @@ def _time(ns: int | None) -> str | None:
 def check_flight_recorder(c: Checker, root: Path) -> dict[str, Any]:
     """The dump tree: readable, laid out, and per attempt and node what a request would read."""
     details: dict[str, Any] = {"dir": str(root), "attempts": [], "workloads_not_listed": 0, "skipped": []}
-    c.text.append(f"flight-recorder dumps: {root}")
+    c.say(f"flight-recorder dumps: {root}")
     entries = c.folder(root, "flight-recorder directory")
     if entries is None:
         return details
@@ -55,7 +55,7 @@ def check_flight_recorder(c: Checker, root: Path) -> dict[str, Any]:
             details["attempts"].append(_attempt(c, entry.name, attempt))
     details["workloads_not_listed"] = max(0, len(workloads) - MAX_WORKLOADS_LISTED)
     if details["workloads_not_listed"]:
-        c.text.append(f"  ... and {details['workloads_not_listed']} more workload folder(s), not read")
+        c.say(f"  ... and {details['workloads_not_listed']} more workload folder(s), not read")
     for item in details["skipped"]:
         c.problem(WARNING, item["path"], "is not read: the layout is <dir>/<workload_id>/<attempt_index>/<node>/")
     return details
@@ -78,14 +78,14 @@ def _attempt(c: Checker, workload: str, attempt: os.DirEntry[str]) -> dict[str, 
             "last_entry": _time(max(times)) if times else None,
             "unreadable": [u for u in read.unreadable if u.startswith(f"{node}/")],
         }
-    c.text.append(f"  workload {workload} attempt {attempt.name}: {len(read.dumps)} dump(s) of {len(nodes)} node(s)")
+    c.say(f"  workload {workload} attempt {attempt.name}: {len(read.dumps)} dump(s) of {len(nodes)} node(s)")
     for node, item in list(nodes.items())[:MAX_HOSTS_LISTED]:
         when = f", entries {item['first_entry']} .. {item['last_entry']}" if item["first_entry"] else ""
         versions = ", ".join(item["versions"]) or "none"
         ranks = span(tuple(item["ranks"])) if item["ranks"] else "none"
-        c.text.append(f"    {node}: {item['dumps']} dump(s), ranks {ranks}, version {versions}{when}")
+        c.detail(f"    {node}: {item['dumps']} dump(s), ranks {ranks}, version {versions}{when}")
     if len(nodes) > MAX_HOSTS_LISTED:
-        c.text.append(f"    ... and {len(nodes) - MAX_HOSTS_LISTED} more node(s)")
+        c.detail(f"    ... and {len(nodes) - MAX_HOSTS_LISTED} more node(s)")
     for text in read.unreadable:
         c.problem(WARNING, f"{where}/{text.split(' ', 1)[0]}", text.split(" ", 1)[1] if " " in text else text)
     if read.late:

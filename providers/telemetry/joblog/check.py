@@ -17,7 +17,7 @@ MAX_WORKLOADS_LISTED = 16
 def check_job_logs(c: Checker, root: Path) -> dict[str, Any]:
     """The job-log tree `<dir>/<workload_id>/<attempt_index>/<node>.log*`: readable, laid out, files per attempt."""
     details: dict[str, Any] = {"dir": str(root), "workloads": [], "workloads_not_listed": 0, "skipped": []}
-    c.text.append(f"job logs: {root}")
+    c.say(f"job logs: {root}")
     entries = c.folder(root, "job-log directory")
     if entries is None:
         return details
@@ -68,13 +68,13 @@ def check_job_logs(c: Checker, root: Path) -> dict[str, Any]:
                 {"workload_id": entry.name, "attempt_index": int(attempt.name), "files": count, "nodes": sorted(nodes)}
             )
             listed = ", ".join(sorted(nodes)[:MAX_HOSTS_LISTED]) + (" ..." if len(nodes) > MAX_HOSTS_LISTED else "")
-            c.text.append(f"  workload {entry.name} attempt {attempt.name}: {count} file(s) of {len(nodes)} node(s)"
+            c.say(f"  workload {entry.name} attempt {attempt.name}: {count} file(s) of {len(nodes)} node(s)"
                           + (f" ({listed})" if nodes else ""))
             if not nodes:
                 c.problem(WARNING, f"{where}/", "holds no <node>.log file, so this attempt's job logs are empty")
     details["workloads_not_listed"] = max(0, len(workloads) - MAX_WORKLOADS_LISTED)
     if details["workloads_not_listed"]:
-        c.text.append(f"  ... and {details['workloads_not_listed']} more workload folder(s), not read")
+        c.say(f"  ... and {details['workloads_not_listed']} more workload folder(s), not read")
     for item in details["skipped"][:MAX_SKIPPED_LISTED]:
         c.problem(
             WARNING, item["path"],

@@ -14,10 +14,20 @@ from datetime import timedelta
 from providers.telemetry.joblog.records import (
     DesyncReport,
     GroupRank,
+    LogLine,
     WatchdogTimeout,
     WorkProgress,
 )
-from providers.telemetry.joblog.work import P2P_OPS, Candidate, Item, Work, line_evidence, listing, said_evidence
+from providers.telemetry.joblog.work import (
+    P2P_OPS,
+    Candidate,
+    Item,
+    Kept,
+    Work,
+    line_evidence,
+    listing,
+    said_evidence,
+)
 
 # ---------------------------------------------------------------- ranks to nodes
 
@@ -316,16 +326,15 @@ def _timeout_items(
         + (f" (sequence number {listing(seqs)})" if seqs else "")
         + "; no rank is behind the others, so no node is singled out"
     )
-    items = [Item(("said-timeout",), said_evidence(said))]
-    items += [Item(("timeout", t.op, t.seq), line_evidence(t.line)) for _, t in timeouts]
-    items += [
-        Item(
-            ("progress", p.group.key if p.group else None, p.work, p.last_enqueued, p.last_completed),
-            line_evidence(p.line),
-        )
-        for _, p in progress
-    ]
-    work.job.append(Candidate("collective_timeout", items, _signals(items)))
+    # Bounded as it goes: with every rank of a large job timing out, one Item a line would be most of the rules' cost.
+    kept = Kept(work.max_evidence)
+    kept.add(("said-timeout",), LogLine(said, None, 0))
+    for _, t in timeouts:
+        kept.add(("timeout", t.op, t.seq), t.line)
+    for _, p in progress:
+        kept.add(("progress", p.group.key if p.group else None, p.work, p.last_enqueued, p.last_completed), p.line)
+    signals = ("torch_watchdog_timeout",) * bool(timeouts) + ("torch_watchdog_progress",) * bool(progress)
+    work.job.append(Candidate("collective_timeout", kept.items(), signals))
 
 
 #: the signal table row each kind of collective evidence comes from

@@ -157,6 +157,7 @@ def read_job_logs(
     shared = shared_bytes(len(groups), limits)
     reserve = _Budget(limits.request_bytes - shared)
     shares = _shares({node: files for node, files in groups.items()}, limits, shared)
+    _read_ahead(nodes, groups, shares, deadline)
     budget = _Budget(shared)
     reads: dict[str, NodeRead] = {}
     late: list[str] = []
@@ -294,6 +295,32 @@ def _shares(groups: dict[str, list[_LogFile]], limits: ReadLimits, total: int) -
         shares[node] = min(need, fair)
         left -= shares[node]
     return shares
+
+
+def _read_ahead(
+    nodes: Sequence[str], groups: dict[str, list[_LogFile]], shares: dict[str, int], deadline: Deadline
+) -> None:
+    """Ask the kernel to read the tail of each node's current file (its share, where its lines will be read) ahead,
+    in the order the nodes are read: a worker whose files are not in the page cache (their first read, or after
+    other files took their place) has them read while the nodes before are parsed, instead of one read at a time.
+    A few microseconds a file when they are cached."""
+    for count, node in enumerate(nodes):
+        files = groups.get(node)
+        if not files or files[0].gz or not shares.get(node):
+            continue
+        if count % 4096 == 0 and deadline.expired:
+            return
+        try:
+            fd = os.open(files[0].path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            continue  # the read itself says what is wrong
+        try:
+            size = os.fstat(fd).st_size
+            os.posix_fadvise(fd, max(0, size - shares[node]), shares[node], os.POSIX_FADV_WILLNEED)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
 
 def _rel(root: Path, path: Path) -> str:

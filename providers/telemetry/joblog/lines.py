@@ -16,12 +16,21 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from providers.telemetry.joblog import kinds
+from providers.telemetry.joblog.cuda_errors import cuda_error_in
+from providers.telemetry.joblog.messages import (
+    Message,
+    code_of,
+    nccl_message,
+    nccl_origin,
+    own_marker_in,
+    read_format,
+    read_nccl,
+)
 from providers.telemetry.joblog.network import is_address, nccl_warning
 from providers.telemetry.joblog.nodes import NodeResolver
 from providers.telemetry.joblog.patterns import (
     CRI_HOST,
-    DESYNC_LAGGING,
-    DESYNC_MISSING,
     ELASTIC_ENTRY,
     ELASTIC_EXIT,
     ELASTIC_FIELD,
@@ -36,19 +45,11 @@ from providers.telemetry.joblog.patterns import (
     MAX_RECORDS,
     MAX_TEXT,
     PREFIX_SCAN,
-    PROGRESS_DETECTED,
-    PROGRESS_DUMP,
-    PROGRESS_SEQ_ID,
-    PROGRESS_TIMEOUT,
     RANK_PREFIX,
     ROLE_PREFIX,
     SRUN_LABEL,
     STAMP,
-    WATCHDOG,
-    WATCHDOG_TAIL,
-    _ranks_list,
     classify_exception,
-    cuda_error_in,
     parse_stamp,
     sanitize,
 )
@@ -59,6 +60,7 @@ from providers.telemetry.joblog.records import (
     GroupRank,
     LogLine,
     NcclNetworkError,
+    NetworkKind,
     NodeLog,
     PythonTraceback,
     RankSighting,
@@ -66,7 +68,7 @@ from providers.telemetry.joblog.records import (
     WatchdogTimeout,
     WorkProgress,
 )
-from providers.telemetry.joblog.signals import Signal, signals_in
+from providers.telemetry.joblog.signals import BY_ID, CHECK_SITE, Hits, hits_in, signals_in
 
 # ---------------------------------------------------------------- the node parser
 
@@ -121,16 +123,33 @@ class NodeParser:
         self._last_prefixed_rank: int | None = None
         self._pending_desync: dict[int | None, list[tuple[LogLine, tuple[int, ...]]]] = {}
         self._partial: dict[str, list[str]] = {}  # CRI partial lines per stream
+        #: rank -> the number of its `Last error:` line: its next line is NCCL's last warning, as PyTorch quotes it
+        self._last_error: dict[int | None, int] = {}
 
     # ------------------------------------------------------------ input
 
     def feed(self, raw: str) -> None:
         """Take the next line (without its newline)."""
         self._number += 1
-        split = self._split(raw)
-        if split is None:
-            return  # a CRI partial line: it continues in the next record of its stream
-        text, body, stamp = split
+        if (
+            raw[:5] == "[rank"
+            and not (self._pending_desync or self._open_tracebacks or self._last_error)
+            and raw.isprintable()
+        ):
+            m = RANK_PREFIX.match(raw)
+            if m is not None:
+                self._ranked(raw if len(raw) <= MAX_LINE_CHARS else raw[:MAX_LINE_CHARS], m)
+                return
+        if raw[:1] == "[" and raw.isprintable():
+            # What `_split` makes of it: nothing to clean (`sanitize` only cuts it), and no collector prefix starts
+            # with `[` (most job-log lines: `[rankN]:`, `[default0]:`, glog's `[E...]`)
+            text = body = raw if len(raw) <= MAX_LINE_CHARS else raw[:MAX_LINE_CHARS]
+            stamp: _Stamp = None
+        else:
+            split = self._split(raw)
+            if split is None:
+                return  # a CRI partial line: it continues in the next record of its stream
+            text, body, stamp = split
         self._current = (text, stamp)
         self._current_line = None
         rank = None
@@ -146,8 +165,8 @@ class NodeParser:
             m = ROLE_PREFIX.match(body)
             if m:
                 body = body[m.end() :].removeprefix(" ")
-        hits = signals_in(body)
-        group = self._marker(body) if rank is None or hits or self._pending_desync else None
+        hits = hits_in(body)
+        group = self._marker(body) if rank is None or hits.rows or self._pending_desync else None
         if rank is not None:
             self._last_prefixed_rank = rank
             self._sighting(rank, text, stamp, marker_only=False)
@@ -155,18 +174,72 @@ class NodeParser:
             self._sighting(group.rank, text, stamp, marker_only=True)
         if self._pending_desync:
             self._resolve_desync(rank, group)
-        if rank is None:
+        if rank is None and (self._elastic_section is not None or body.startswith(("Failures:", "Root Cause"))):
             self._elastic(body)
         if self._open_tracebacks or body.startswith("Traceback"):
             self._traceback(rank, body)
-        if hits:
-            self._records(rank, group, body, self._line(), hits)
+        quoted = bool(self._last_error) and self._quoted(rank, group, body)
+        if hits.rows:
+            self._records(rank, group, body, self._line(), hits, quoted)
+
+    def _ranked(self, text: str, m: re.Match[str]) -> None:
+        """`feed` for the usual line of a rank, `[rankN]:` first, nothing to clean, no traceback open and no desync
+        report waiting for its process group, no `Last error:` waiting for its quote: the same steps, without those that
+        cannot apply."""
+        rank = int(m.group("rank"))
+        body = text[m.end() :]
+        if body[:1] == " ":
+            body = body[1:]
+        self._current = (text, None)
+        self._current_line = None
+        hits = hits_in(body)
+        self._last_prefixed_rank = rank
+        seen = self._seen.get(rank)
+        if seen is None:
+            if len(self._seen) < MAX_RECORDS:
+                self._seen[rank] = [1, self._number, text, None, False]
+        else:
+            seen[0] += 1
+            seen[1], seen[2], seen[3], seen[4] = self._number, text, None, False
+        if body.startswith("Traceback"):
+            self._traceback(rank, body)
+        if hits.rows:
+            self._records(rank, self._marker(body), body, self._line(), hits)
+
+    def summary(self, lines: list[str]) -> bool:
+        """Take torchelastic's failure summary, cut out of the buffer (`prefilter.feed_tail`), as `feed` would take
+        its lines one by one, when no step but the summary's own can apply to them: no block open and no desync
+        report waiting, and no line with a collector prefix, a rank prefix or marker, a process-group marker, a
+        traceback, or a marker of the signal table but torchelastic's (which gives no record by itself). False (and
+        nothing taken) otherwise: the lines are then fed."""
+        if self.in_block or self._pending_desync or len(lines) > MAX_BLOCK_LINES:
+            return False
+        joined = "\n".join(lines)
+        if not joined.isascii() or any(m in joined for m in _NOT_SUMMARY):
+            return False
+        if any(s.parse not in _SUMMARY_PARSES for s in signals_in(joined)):
+            return False
+        for line in lines:
+            if not line.isprintable() or line[:1].isdigit() or line.startswith(("{", "Traceback")):
+                return False
+            first = line[:1]
+            if (first == " " and SRUN_LABEL.match(line)) or (first == "[" and ROLE_PREFIX.match(line)):
+                return False
+            if first.isalnum() and self._own_host_off(line) is not line:
+                return False
+        for line in lines:
+            self._number += 1
+            self._current = (line, None)
+            self._current_line = None
+            if self._elastic_section is not None or line.startswith(("Failures:", "Root Cause")):
+                self._elastic(line)
+        return True
 
     @property
     def in_block(self) -> bool:
         """Whether the next lines may continue a block being followed (a traceback, torchelastic's summary, a CRI
         line in parts): such lines must be fed one by one, whatever they hold."""
-        return bool(self._open_tracebacks or self._partial) or (
+        return bool(self._open_tracebacks or self._partial or self._last_error) or (
             self._elastic_section is not None or self._elastic_entry is not None
         )
 
@@ -234,7 +307,7 @@ class NodeParser:
             if m is not None:
                 cri = _cri(text, m)
                 if cri is None:
-                    return text, self._own_host_off(text[m.end() :]), m
+                    return text, self._own_host_off(_label_off(text[m.end() :])), m
                 end, stream, flag = cri
                 content = text[end:]
                 if flag == "P":
@@ -307,71 +380,124 @@ class NodeParser:
     # ------------------------------------------------------------ records
 
     def _records(
-        self, rank: int | None, group: GroupRank | None, body: str, line: LogLine, hits: tuple[Signal, ...]
+        self, rank: int | None, group: GroupRank | None, body: str, line: LogLine, hits: Hits, quoted: bool = False
     ) -> None:
-        """Read a line by what its signals' rows say: each `parse` kind by its own reader, `text` rows as they are."""
-        parses = {s.parse for s in hits}
+        """Read a line by what its rows say: each `parse` kind by its own reader, `text` rows as they are."""
+        parses = hits.parses
         if "watchdog" in parses:
-            self._watchdog_line(rank, group, body, line)
-        if "progress" in parses:
-            self._progress_line(rank, group, body, line)
-        if "desync" in parses:
-            self._desync_line(rank, body, line)
-        if "nccl_net" in parses:
-            self._nccl_net(body, line)
-        if "cuda" in parses:
-            found = cuda_error_in(body)
+            found = kinds.watchdog(body)
             if found is not None:
-                self._keep(self._cuda, CudaError(line, rank, group, found[0], found[1]))
-        for signal in hits:
-            if signal.parse == "text":
-                self._keep(self._signals, SignalHit(signal.id, line, rank, group))
+                self._keep(self._timeouts, WatchdogTimeout(line, rank, group, *found))
+        if "progress" in parses:
+            found = kinds.progress(body)
+            if found is not None:
+                self._keep(self._progress, WorkProgress(line, rank, group, *found))
+        if "desync" in parses:
+            found = kinds.desync(body)
+            if found is not None:
+                reporter = rank if rank is not None else self._last_prefixed_rank
+                pending = self._pending_desync.setdefault(reporter, [])
+                if len(pending) < MAX_BLOCK_LINES:
+                    pending.append((line, found))
+        if not quoted and ("nccl" in parses or "nccl_net" in parses):
+            self._nccl(rank, group, body, line, hits)
+        if "last_error" in parses:
+            self._open_last_error(rank, group, body, line)
+        if "cuda" in parses:
+            cuda = cuda_error_in(body)
+            if cuda is not None:
+                where = nccl_message(body)
+                host, device = nccl_origin(body[: body.find("NCCL ")]) if where else (None, None)
+                site = self._check_site(body, hits) if where else None
+                self._keep(self._cuda, CudaError(line, rank, group, cuda[0], cuda[1], host, device, site))
+        if "format" in parses:
+            message = read_format(body, hits.format_rows)
+            if message is not None:
+                self._keep(self._signals, self._hit(message, line, rank, group))
+        for signal in hits.text_rows:
+            self._keep(self._signals, SignalHit(signal.id, line, rank, group))
 
-    def _watchdog_line(self, rank: int | None, group: GroupRank | None, body: str, line: LogLine) -> None:
-        pos = body.find("Watchdog caught collective operation timeout")
-        head = WATCHDOG.match(body, pos) if pos >= 0 else None
-        if head is None:
+    @staticmethod
+    def _check_site(body: str, hits: Hits) -> str | None:
+        """The `nccl_check_site` row of an NCCL warning that is a check macro's own `Cuda failure` (not a message
+        of NCCL's that quotes a CUDA error: its row says what it means)."""
+        site = next((r.id for r in hits.rows if r.catalogue == CHECK_SITE), None)
+        if site is None:
+            return None
+        message = read_nccl(body)
+        return site if message is not None and BY_ID[message.format].parse == "cuda" else None
+
+    def _nccl(self, rank: int | None, group: GroupRank | None, body: str, line: LogLine, hits: Hits | None,
+              bare: bool = False) -> None:
+        """An NCCL warning: the row whose format its message matches; a network warning's record names the peer."""
+        message = read_nccl(body, bare)
+        row = BY_ID[message.format] if message is not None else None
+        if row is not None and row.parse == "cuda":
+            return  # `Cuda failure`: the CUDA reader takes the line, which holds its marker
+        if (row is None or row.parse == "nccl_net") and self._nccl_net(body, line, message):
             return
-        pos = body.find("Timeout(ms)=", head.end())
-        tail = WATCHDOG_TAIL.match(body, pos) if pos >= 0 else None
-        if tail is None:
+        if message is None and hits is not None:
+            # no format of the catalogue matches (a wrapper quoting the message another way): a row whose own
+            # marker, other than the shared `NCCL WARN`, the line holds
+            row = next((r for r in hits.rows if r.parse == "nccl" and own_marker_in(r, body)), None)
+            message = Message(row.id, row.id) if row is not None else None
+        if message is not None:
+            self._keep(self._signals, self._hit(message, line, rank, group))
+
+    def _nccl_net(self, body: str, line: LogLine, message: Message | None) -> bool:
+        found = nccl_warning(body)
+        if message is not None and BY_ID[message.format].code == IB_EVENTS:
+            # an asynchronous event of the device: the event's own row says whether it is a sign of the node's device
+            if not BY_ID[message.signal].meaning.names_node:
+                return False
+            origin = nccl_message(body)
+            found = (origin[1] if origin else None, NetworkKind.ASYNC_EVENT, None, None)
+        if found is None:
+            return False
+        host, kind, peer, status = found
+        peer_node = None
+        if peer:
+            name = peer.split("<", 1)[0]
+            peer_node = self._resolve(name) if name and not is_address(name) else None
+        signal = message.signal if message is not None else kind.value
+        device = message.device if message is not None else None
+        fmt = message.format if message is not None and message.format != signal else None
+        code = message.code if message is not None else None
+        if code is None and status is not None:
+            code = code_of(IB_STATUS, str(status))  # a release whose wording no format holds: the status it gave
+        self._keep(self._network,
+                   NcclNetworkError(line, kind, host, peer, peer_node, status, signal, device, fmt, code))
+        return True
+
+    def _open_last_error(self, rank: int | None, group: GroupRank | None, body: str, line: LogLine) -> None:
+        """PyTorch's `Last error:` (NCCL's last warning on the next line of the rank) or XLA's inline quote."""
+        if nccl_message(body) is not None:
+            self._nccl(rank, group, body, line, None)
             return
-        seq = head.group("seq")
-        self._keep(
-            self._timeouts,
-            WatchdogTimeout(
-                line, rank, group, int(seq) if seq else None, head.group("op"),
-                int(tail.group("timeout")), int(tail.group("ran")),
-            ),
+        pos = body.find(LAST_ERROR)
+        rest = body[pos + len(LAST_ERROR) :].strip() if pos >= 0 else ""
+        if rest:
+            self._nccl(rank, group, rest, line, None, bare=True)
+        elif len(self._last_error) < MAX_RECORDS:
+            self._last_error[rank] = self._number
+
+    def _quoted(self, rank: int | None, group: GroupRank | None, body: str) -> bool:
+        """Whether this line is the NCCL warning a `Last error:` of its rank announced (and read it as one)."""
+        opened = self._last_error.pop(rank, None)
+        for other in [r for r, n in self._last_error.items() if self._number - n > LAST_ERROR_LINES]:
+            del self._last_error[other]
+        if opened is None or self._number - opened > LAST_ERROR_LINES:
+            return False
+        self._nccl(rank, group, body, self._line(), None, bare=True)
+        return True
+
+    def _hit(self, message: Message, line: LogLine, rank: int | None, group: GroupRank | None) -> SignalHit:
+        host = message.host
+        node = self._resolve(host) if host and not is_address(host) and "[" not in host else None
+        return SignalHit(
+            message.signal, line, rank, group, host, node, message.device, message.ranks, message.code, message.exit,
+            message.peer, message.format if message.format != message.signal else None,
         )
-
-    def _progress_line(self, rank: int | None, group: GroupRank | None, body: str, line: LogLine) -> None:
-        for needle, pattern in (
-            ("failure detected by watchdog at work sequence id: ", PROGRESS_SEQ_ID),
-            ("detected by watchdog at work: ", PROGRESS_DETECTED),
-            ("Timeout at NCCL work: ", PROGRESS_TIMEOUT),
-            ("Last enqueued NCCL work: ", PROGRESS_DUMP),
-        ):
-            pos = body.find(needle)
-            m = pattern.match(body, pos) if pos >= 0 else None
-            if m:
-                work = int(m.group("work")) if "work" in pattern.groupindex else None
-                self._keep(
-                    self._progress,
-                    WorkProgress(line, rank, group, work, int(m.group("enq")), int(m.group("done"))),
-                )
-                return
-
-    def _desync_line(self, rank: int | None, body: str, line: LogLine) -> None:
-        text = body.lstrip(" \t")
-        reporter = rank if rank is not None else self._last_prefixed_rank
-        pos = text.find("To our best knowledge, ranks [")
-        m = DESYNC_MISSING.match(text, pos) if pos >= 0 else DESYNC_LAGGING.match(text)
-        ranks = _ranks_list(m.group("ranks")) if m else ()
-        if ranks:
-            pending = self._pending_desync.setdefault(reporter, [])
-            if len(pending) < MAX_BLOCK_LINES:
-                pending.append((line, ranks))
 
     def _resolve_desync(self, rank: int | None, group: GroupRank | None) -> None:
         """A desync report belongs to the process group of its reporter's next marked line."""
@@ -387,17 +513,6 @@ class NodeParser:
             for line, ranks in pending:
                 self._keep(self._desync, DesyncReport(line, reporter, None, ranks))
         self._pending_desync.clear()
-
-    def _nccl_net(self, body: str, line: LogLine) -> None:
-        found = nccl_warning(body)
-        if found is None:
-            return
-        host, kind, peer, status = found
-        peer_node = None
-        if peer:
-            name = peer.split("<", 1)[0]
-            peer_node = self._resolve(name) if name and not is_address(name) else None
-        self._keep(self._network, NcclNetworkError(line, kind, host, peer, peer_node, status))
 
     # ------------------------------------------------------------ blocks
 
@@ -525,6 +640,15 @@ class NodeParser:
         )
 
 
+def _label_off(text: str) -> str:
+    """`text` without srun's `--label` prefix (`12: `), which may follow a collector's time."""
+    if text[:1].isdigit() or text[:1] == " ":
+        m = SRUN_LABEL.match(text)
+        if m:
+            return text[m.end() :]
+    return text
+
+
 def _cri(text: str, stamped: re.Match[str]) -> tuple[int, str, str] | None:
     """(where the content starts, the stream, the flag) of a line that starts with a collector's time (`STAMP`) when
     it is in Kubernetes CRI's shape (`CRI`, or `CRI_HOST` with a host after the time), else None."""
@@ -537,6 +661,22 @@ def _cri(text: str, stamped: re.Match[str]) -> tuple[int, str, str] | None:
         return None
     m = CRI_HOST.match(text)
     return (m.end(), m.group("stream"), m.group("flag")) if m else None
+
+
+#: texts that make a summary line more than a summary line (`NodeParser.summary`): a rank prefix, a process-group
+#: marker, a torchrun role prefix
+_NOT_SUMMARY = ("[rank", "[PG ", "[Rank ")
+#: the signal table's kinds a summary line may hold a marker of (they give no record of their own)
+_SUMMARY_PARSES = frozenset({"elastic"})
+
+
+#: the code catalogues of the InfiniBand device's asynchronous events and work completions' statuses (`data/ib.csv`)
+IB_EVENTS = "ibv_event_type"
+IB_STATUS = "ibv_wc_status"
+#: PyTorch's `getNcclErrorDetailStr`: NCCL's last warning follows on the next line
+LAST_ERROR = "Last error:"
+#: lines of the same rank the warning a `Last error:` announces may come after it (other ranks' lines cut in)
+LAST_ERROR_LINES = 8
 
 
 #: the longest text a `MARKER` match can span (`[PG ID <9 digits> PG GUID <128> Rank <9 digits>]` is 169)

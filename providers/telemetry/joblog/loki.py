@@ -55,6 +55,7 @@ from providers.telemetry.joblog import MAX_LINE_CHARS, NodeLog, ReadLimits
 from providers.telemetry.joblog.lines import NodeParser
 from providers.telemetry.joblog.markers import markers
 from providers.telemetry.joblog.nodes import NodeResolver
+from providers.telemetry.joblog.prefilter import feed_tail
 from providers.telemetry.joblog.source import JobLogs, resolver
 from providers.telemetry.loki.client import encoded_length, get_json, ns_span, read_entries, results, session
 from providers.telemetry.loki.fanout import NotFinished, Pool, Slots, until_for
@@ -174,6 +175,18 @@ def _stamp(ns: int) -> str:
     """Loki's time as the RFC 3339 stamp (microseconds, UTC) put in front of the line for the parser."""
     seconds, rest = divmod(ns, 1_000_000_000)
     return f"{_second(seconds)}.{rest // 1000:06d}Z"
+
+
+def _joined(entries: list[tuple[int, str]]) -> bytes:
+    """A node's entries, oldest first, as one buffer for the buffer reader (`prefilter.feed_tail`): each line with
+    Loki's time in front of it, as the parser reads it. A newline inside a line is what the parser makes of it (a
+    control character, shown as U+FFFD), so that the line stays one. (The answers' JSON decoder refuses lone
+    surrogates, so every line encodes.)"""
+    parts = [f"{_stamp(ts)} {line}" for ts, line in entries]
+    text = "\n".join(parts)
+    if text.count("\n") != len(parts) - 1:
+        text = "\n".join(part.replace("\n", "\ufffd") for part in parts)
+    return text.encode("utf-8")
 
 
 def _prefixed(log: NodeLog | None, rank: int) -> bool:
@@ -447,8 +460,7 @@ class LokiJobLogSource:
             if not lines:
                 continue
             parser = NodeParser(node, resolve)
-            for ts, line in sorted(lines, key=lambda e: e[0]):  # stable: lines of one instant keep their order
-                parser.feed(f"{_stamp(ts)} {line}")
+            feed_tail(parser, _joined(sorted(lines, key=lambda e: e[0])))  # stable: one instant's lines keep order
             logs[node] = parser.result()
         return logs
 

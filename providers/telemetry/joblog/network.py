@@ -64,6 +64,9 @@ def _message(message: str) -> tuple[NetworkKind, str | None, int | None] | None:
                     peer = m.group("peer") if m else None
             return NetworkKind.PEER_CLOSED, peer, None
     pos = message.find("Connect to ")
+    if pos < 0:
+        pos = message.find(": connect to ")  # NCCL 2.30: `<function>: connect to <peer> failed : <error>`
+        pos = pos + 2 if pos >= 0 else -1
     if pos >= 0 and ("failed" in message or "returned" in message):
         m = PEER_AFTER.match(message, pos + len("Connect to"))
         return NetworkKind.CONNECT, m.group("peer") if m else None, None

@@ -9,15 +9,13 @@ compiled patterns. Formats and the public reports they were taken from are liste
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import UTC, datetime
 
-from providers.telemetry.joblog import cuda_errors
-from providers.telemetry.joblog.cuda_errors import CudaErrorKind
-from providers.telemetry.joblog.records import (
-    ExceptionKind,
-)
-from providers.telemetry.joblog.signals import CUDA_CONTEXT, SignalMeaning, signals_in
+from providers.telemetry.joblog.cuda_errors import is_cuda_text
+from providers.telemetry.joblog.records import ExceptionKind
+from providers.telemetry.joblog.signals import SignalMeaning, signals_in
 
 #: characters of one line ever looked at; the reader cuts longer lines before they get here
 MAX_LINE_CHARS = 16 * 1024
@@ -95,17 +93,12 @@ ELASTIC_TIME = re.compile(r"(?P<date>\d{4}-\d{2}-\d{2})_(?P<clock>\d{2}:\d{2}:\d
 #: NCCL's debug prefix `<host>:<pid>:<tid> [<cuda dev>]`
 NCCL_ORIGIN = re.compile(r"(?P<host>[^\s:]{1,253}+):(?P<pid>\d{1,10}+):(?P<tid>\d{1,10}+)")
 IB_COMPLETION = re.compile(
-    r"NET/IB[A-Za-z]{0,8}+ ?+: ?+Got completion from peer (?P<peer>[^\s]{1,300}+) "
-    r"with (?:error |status=)(?P<status>\d{1,4}+)"
+    r"NET/IB[A-Za-z/]{0,8}+ ?+: ?+Got completion from peer (?P<peer>[^\s]{1,300}+) "
+    r"with (?:error |status=)(?:[A-Z_]{1,40}+\()?+(?P<status>\d{1,4}+)"
 )
 IB_COMPLETION_OLD = re.compile(r"Got completion with error (?P<status>\d{1,4}+)")
 PEER_AFTER = re.compile(r" ?+(?P<peer>[^\s]{1,300}+)")
 VERBS_CALL = re.compile(r"Call to (?P<call>ibv_[a-z_]{1,64}+) failed")
-CUDA_ERROR_TEXT = re.compile(r"CUDA error: (?P<msg>[^\n]{1,512}+)")
-CUDA_FAILURE = re.compile(r"Cuda failure (?:\d{1,4}+ )?+'(?P<msg>[^']{1,512}+)'")
-CUDA_SEARCH_HINT = re.compile(r"Search for `(?P<name>cudaError[A-Za-z]{1,64}+)'")
-CUDA_DRIVER_NAME = re.compile(r"(?P<name>CUDA_ERROR_[A-Z_]{1,64}+)")
-OLD_CUDA_RUNTIME = re.compile(r"cuda runtime error \(\d{1,4}+\) : (?P<msg>[^\n]{1,512}+)")
 #: the kernel OOM killer's victim (`Out of memory: Killed process N`, `Memory cgroup out of memory: Killed
 #: process N`, older `Killed process N (comm)`)
 OOM_KILLED = re.compile(r"Killed process (?P<pid>\d{1,10}+)")
@@ -117,8 +110,7 @@ PATTERNS: tuple[re.Pattern[str], ...] = (
     CRI, CRI_HOST, STAMP, SRUN_LABEL, RANK_PREFIX, ROLE_PREFIX, MARKER, WATCHDOG, WATCHDOG_TAIL,
     PROGRESS_DETECTED, PROGRESS_TIMEOUT, PROGRESS_SEQ_ID, PROGRESS_DUMP, DESYNC_LAGGING, DESYNC_MISSING,
     ELASTIC_FIELD, ELASTIC_ENTRY, ELASTIC_RANK, ELASTIC_EXIT, ELASTIC_SIGNAL, ELASTIC_TIME, NCCL_ORIGIN,
-    IB_COMPLETION, IB_COMPLETION_OLD, PEER_AFTER, VERBS_CALL, CUDA_ERROR_TEXT, CUDA_FAILURE, CUDA_SEARCH_HINT,
-    CUDA_DRIVER_NAME, OLD_CUDA_RUNTIME, OOM_KILLED, EXCEPTION_HEAD,
+    IB_COMPLETION, IB_COMPLETION_OLD, PEER_AFTER, VERBS_CALL, OOM_KILLED, EXCEPTION_HEAD,
 )
 
 _CONTROL = {c: "\ufffd" for c in range(0x20) if c != 0x09} | {0x7F: "\ufffd", 0x00: None}
@@ -135,8 +127,15 @@ def parse_stamp(match: re.Match[str]) -> datetime | None:
     end = match.end("zone")
     if end < 0:
         return None
+    return stamp_time(match.string[match.start("date") : end])
+
+
+@functools.lru_cache(maxsize=4096)
+def stamp_time(text: str) -> datetime | None:
+    """The UTC time of a `_TS` text with its zone, parsed once per distinct text (a node's ranks log in bursts of
+    one microsecond, and Loki's entries share their instants), or None when it names no real time."""
     try:  # Python's ISO 8601 reader takes every `_TS` shape: `T` or a space, `.` or `,`, 1 to 9 digits (cut to 6)
-        moment = datetime.fromisoformat(match.string[match.start("date") : end])
+        moment = datetime.fromisoformat(text)
         return moment if moment.tzinfo is UTC else moment.astimezone(UTC)
     except (ValueError, OverflowError):  # OverflowError: in UTC it falls before year 1 or after year 9999
         return None
@@ -177,7 +176,7 @@ def classify_exception(exception: str) -> ExceptionKind:
     `torch.distributed` error class, is `COMMUNICATION`; anything else the program raised is `APPLICATION`.
     """
     head = exception.split(":", 1)[0].strip()
-    if _cuda_text(exception):
+    if is_cuda_text(exception):
         return ExceptionKind.CUDA
     if head.endswith(_LAUNCHER_EXCEPTIONS):
         return ExceptionKind.LAUNCHER
@@ -190,48 +189,6 @@ def classify_exception(exception: str) -> ExceptionKind:
 
 #: exceptions of torchrun itself, or raised in a worker by a signal it was sent (a scheduler's, an operator's)
 _LAUNCHER_EXCEPTIONS = ("ChildFailedError", "SignalException", "KeyboardInterrupt", "SystemExit")
-
-
-def _cuda_text(text: str) -> bool:
-    return any(marker in text for marker in CUDA_CONTEXT)
-
-
-def cuda_error_in(text: str) -> tuple[CudaErrorKind | None, str] | None:
-    """(kind or None, the error text) of the CUDA error a line reports, or None when it reports none.
-
-    A line reports one when it holds a CUDA context marker of the signal table (a runtime or driver name, `CUDA
-    error: `, `Cuda failure `, `cuda runtime error`, `Test CUDA failure`, `CUDA out of memory`). The kind is the one
-    PyTorch's hint names, else the runtime or driver name the line holds, else the longest listed message after the
-    first context marker; a CUDA error none of these name is returned with kind None.
-    """
-    starts = [pos for pos in (text.find(m) for m in CUDA_CONTEXT) if pos >= 0]
-    if not starts:
-        return None
-    pos = text.find("Search for `cudaError")
-    if pos >= 0:
-        m = CUDA_SEARCH_HINT.match(text, pos)
-        if m and m.group("name") in cuda_errors.BY_NAME:
-            return cuda_errors.BY_NAME[m.group("name")], m.group("name")
-    named = [(text.find(name), name) for name in cuda_errors.BY_NAME if name and name in text]
-    if named:
-        name = min(named)[1]
-        return cuda_errors.BY_NAME[name], name
-    rest = text[min(starts) :]
-    for message, kind in cuda_errors.BY_MESSAGE:
-        if message in rest:
-            return kind, message
-    for needle, pattern, group in (
-        ("CUDA error: ", CUDA_ERROR_TEXT, "msg"),
-        ("Cuda failure ", CUDA_FAILURE, "msg"),
-        ("cuda runtime error (", OLD_CUDA_RUNTIME, "msg"),
-        ("CUDA_ERROR_", CUDA_DRIVER_NAME, "name"),
-    ):
-        pos = text.find(needle)
-        if pos >= 0:
-            m = pattern.match(text, pos)
-            if m:
-                return None, m.group(group).strip()
-    return None, rest[:MAX_TEXT].strip()
 
 
 def _ranks_list(text: str) -> tuple[int, ...]:

@@ -46,6 +46,11 @@ STRUCTURAL = (
 REREAD = ('{"log":', " stdout P ", " stderr P ", "\x1b", "\x00")
 
 _RANK = b"[rank"
+#: where torchelastic's summary starts (`Failures:`, `Root Cause (first observed failure):`) and the line of `=` that
+#: ends it, looked for within _SUMMARY_BYTES
+_SUMMARY_STARTS = (b"Failures:", b"Root Cause")
+_SUMMARY_END = re.compile(rb"\n *=+ *(?:\n|\Z)")
+_SUMMARY_BYTES = 64 * 1024
 #: a gap of at most this many lines holding a `[rank` the byte patterns cannot place is read line by line; a larger
 #: one is halved
 _FEW_LINES = 32
@@ -56,6 +61,10 @@ _RANK_REACH = PREFIX_SCAN - len(_RANK)
 #: form is the usual line (no `[` before the prefix), the second allows other brackets (torchrun's `[default0]:`)
 _RANK_LINE = re.compile(rb"\n[^\n\[]{0,%d}+\[rank(\d{1,9}+)\]:" % _RANK_REACH)
 _RANK_LINE_BRACKETS = re.compile(rb"\n(?:[^\n\[]|\[(?!rank)){0,%d}+\[rank(\d{1,9}+)\]:" % _RANK_REACH)
+#: every `[rank` of a gap, with its rank key when it starts its line, well formed (the usual line), else b"": one pass
+#: (a search for the literal `[rank`) both counts them and reads the keys
+_RANK_AT_START = re.compile(rb"\[rank(?:(?<=\n\[rank)(\d{1,9}+)\]:)?+")
+_RANK_KEY = re.compile(rb"\[rank(\d{1,9}+)\]:")
 
 
 @functools.cache
@@ -80,7 +89,21 @@ def feed_tail(parser: NodeParser, data: bytes) -> None:
     first = last = -1  # the current run: where its first line starts, where its last line ends
     pos = 0
     while pos < size:
-        if parser.in_block or first <= pos < last:
+        if first <= pos < last:  # the rest of a run of candidate lines: decoded at once, fed one by one
+            if data.startswith(_SUMMARY_STARTS, pos):
+                end = _summary(parser, data, pos)
+                if end > pos:
+                    pos = end
+                    continue
+            end = data.find(b"\n", last)
+            if end < 0:
+                end = size
+            feed = parser.feed
+            for line in data[pos:end].decode("utf-8", "replace").split("\n"):
+                feed(line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS])
+            pos = end + 1
+            continue
+        if parser.in_block:
             pos = _feed_line(parser, data, pos, size)
             continue
         while last < pos:
@@ -92,6 +115,21 @@ def feed_tail(parser: NodeParser, data: bytes) -> None:
         if first > pos:
             _skip(parser, data, pos, first)
             pos = first
+
+
+def _summary(parser: NodeParser, data: bytes, pos: int) -> int:
+    """torchelastic's summary starting at `pos`, up to the line of `=` that ends it, cut out of the buffer and taken
+    by the parser at once (`NodeParser.summary`); where reading goes on, or `pos` when the parser would not take it
+    so (its lines are then fed one by one)."""
+    end = _SUMMARY_END.search(data, pos, pos + _SUMMARY_BYTES)
+    if end is None:
+        return pos
+    block = data[pos : end.end()]
+    if not block.isascii():
+        return pos
+    if not parser.summary(block.rstrip(b"\n").decode("ascii").split("\n")):
+        return pos
+    return end.end()
 
 
 def _feed_line(parser: NodeParser, data: bytes, pos: int, size: int) -> int:
@@ -122,11 +160,21 @@ def _skip(parser: NodeParser, data: bytes, start: int, end: int) -> None:
     """Take the lines of `data[start:end]` (whole lines, none a candidate, the parser in no block) in bulk."""
     newline_end = data[end - 1] == 0x0A
     lines = data.count(b"\n", start, end) + (0 if newline_end else 1)
-    prefixes = data.count(_RANK, start, end)
-    if not prefixes:
-        parser.absorb(lines, {}, None)
-        return
-    ranks = _ranks(data, start, end, prefixes)
+    keys = _RANK_AT_START.findall(data, start, end)
+    if not start and keys and not keys[0] and data.startswith(_RANK):  # the data's first line: no newline before it
+        first = _RANK_KEY.match(data)
+        keys[0] = first.group(1) if first else b""
+    if b"" not in keys:
+        if not keys:
+            parser.absorb(lines, {}, None)
+            return
+        ranks: Counter[bytes] | None = Counter(keys)
+    else:
+        prefixes = data.count(_RANK, start, end)
+        if not prefixes:
+            parser.absorb(lines, {}, None)
+            return
+        ranks = _ranks(data, start, end, prefixes)
     if ranks is None:  # a `[rank` the byte patterns cannot place as the parser would
         middle = data.find(b"\n", start + (end - start) // 2, end - 1) + 1
         if lines > _FEW_LINES and middle > start:  # halve the gap: the rest of it is still taken in bulk

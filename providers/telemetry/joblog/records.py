@@ -137,6 +137,32 @@ class NcclNetworkError:
     peer: str | None  # the peer as the line names it (`ip<port>` or `host<port>`)
     peer_node: str | None  # the scope node the peer's name names, when it is a name and matches
     status: int | None  # the ibv work-completion status (12 is IBV_WC_RETRY_EXC_ERR)
+    #: the signal table row whose meaning the line has: the row its format matched (`data/nccl.csv`), the row of the
+    #: event it names when that row's code decides, or the family's row when no format matched
+    signal: str | None = None
+    device: int | None = None  # the CUDA device NCCL's prefix names
+    format: str | None = None  # the row whose format the line matched, when it is not `signal`
+    code: str | None = None  # the row of the status or event the line carries (`data/ib.csv`)
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """What a catalogue's message line says, read by the row whose format it matched (a pure reading of the line's
+    text: `messages.py`).
+
+    `signal` is the row whose meaning the line has: the row itself, or the row of the code it carries when the row's
+    code decides (an NCCL `Got non-fatal async event: port error(10)` is `IBV_EVENT_PORT_ERR`'s); `format` is the row
+    whose format matched. The rest is what the line names, where it names it.
+    """
+
+    signal: str
+    format: str
+    host: str | None = None  # the host the line names (NCCL's prefix, srun's `<node>: task`, `on node X`, `[host]`)
+    device: int | None = None  # the CUDA device (GPU) the line names
+    ranks: tuple[int, ...] = ()  # the ranks or tasks the message names (srun's `tasks 0-3`)
+    code: str | None = None  # the row of the code the line carries (a signal, an errno, a status, a CUDA error)
+    exit: int | None = None  # the exit code the line gives
+    peer: str | None = None  # the peer a network message names
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,16 +172,30 @@ class CudaError:
     group: GroupRank | None
     kind: CudaErrorKind | None  # None: a CUDA error the table does not know (points at nothing by itself)
     text: str  # the error text as logged
+    host: str | None = None  # the host the line names (NCCL's prefix on a `Cuda failure` warning)
+    device: int | None = None  # the CUDA device the line names (NCCL's prefix)
+    #: the `nccl_check_site` row of the line (NCCL's check of the CUDA driver at a site whose failures NCCL's own text
+    #: explains), read when the error alone names no single cause
+    site: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class SignalHit:
-    """A line holding a signal table row read by its markers alone (parse `text`)."""
+    """A line holding a signal table row: read by its markers alone (parse `text`, `nccl_result`), or by the row's
+    format (a catalogue's message: `Message`, with what the line names)."""
 
-    signal: str  # the row's id
+    signal: str  # the row whose meaning the line has
     line: LogLine
-    rank: int | None
+    rank: int | None  # the global rank of the line's `[rankN]:` prefix
     group: GroupRank | None
+    host: str | None = None  # the host the line itself names, as written
+    node: str | None = None  # the scope node `host` names, when it names one
+    device: int | None = None  # the CUDA device the line names
+    ranks: tuple[int, ...] = ()  # the ranks or tasks the message names
+    code: str | None = None  # the row of the code the line carries
+    exit: int | None = None  # the exit code the line gives
+    peer: str | None = None  # the peer a network message names
+    format: str | None = None  # the row whose format the line matched, when it is not `signal`
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,12 +41,13 @@ from providers.telemetry.joblog.records import (
     CudaError,
     ElasticFailure,
     ExceptionKind,
+    NcclNetworkError,
     NetworkKind,
     NodeLog,
     PythonTraceback,
     SignalHit,
 )
-from providers.telemetry.joblog.signals import BY_ID, Signal, SignalMeaning
+from providers.telemetry.joblog.signals import BY_ID, CHECK_SITE, Signal, SignalMeaning
 from providers.telemetry.joblog.work import (
     JOB_CAUSES,
     NODE_STATE_CATEGORY,
@@ -274,15 +275,18 @@ _NETWORK_WORDS = {
 
 
 def _network(work: Work) -> None:
+    """Each NCCL network warning as the row it carries says: the row its format matched, or the row of the status or
+    event its code names when that code decides (`records.NcclNetworkError.signal`); the family's row otherwise."""
     for node, log in work.logs.items():
         if not log.network:
             continue
-        link = [e for e in log.network if BY_ID[e.kind.value].meaning.names_node]
-        other = [e for e in log.network if not BY_ID[e.kind.value].meaning.names_node]
-        for kind in sorted({e.kind for e in other}):
-            signal = BY_ID[kind.value]
-            items = [Item(("net", e.kind, e.peer, e.status), line_evidence(e.line)) for e in other if e.kind is kind]
-            said = f"{node}: NCCL reported {_NETWORK_WORDS[kind]} ({signal.meaning})"
+        link = [e for e in log.network if _net_row(e).meaning.names_node]
+        other = [e for e in log.network if not _net_row(e).meaning.names_node]
+        for ident in sorted({_net_row(e).id for e in other}):
+            signal = BY_ID[ident]
+            errors = [e for e in other if _net_row(e).id == ident]
+            items = [Item(("net", e.kind, e.peer, e.status), line_evidence(e.line)) for e in errors]
+            said = f"{node}: NCCL reported {_NETWORK_WORDS[errors[0].kind]} ({signal.meaning})"
             _by_meaning(work, node, signal, items, said, f"{said}: it names no node by itself")
         if not link:
             continue
@@ -298,8 +302,12 @@ def _network(work: Work) -> None:
                 said = f"the line names the peer {err.peer} ({where}){status}"
                 items.append(Item(("said-peer", err.peer), said_evidence(said)))
             items.append(Item(("net", err.kind, err.peer, err.status), line_evidence(err.line)))
-        categories = sorted({BY_ID[e.kind.value].category or "network" for e in link}, key=_rank)
-        work.node(node, categories[0], items, signals=sorted({e.kind.value for e in link}))
+        categories = sorted({_net_row(e).category or "network" for e in link}, key=_rank)
+        work.node(node, categories[0], items, signals=sorted({_net_row(e).id for e in link}))
+
+
+def _net_row(err: NcclNetworkError) -> Signal:
+    return BY_ID[err.signal or err.kind.value]
 
 
 def _rank(category: str) -> int:
@@ -314,7 +322,7 @@ def _cuda(work: Work) -> None:
     for node, log in work.logs.items():
         by_kind: dict[str, list[CudaError]] = {}
         for err in log.cuda:
-            by_kind.setdefault(err.kind.runtime_name if err.kind is not None else UNLISTED_CUDA, []).append(err)
+            by_kind.setdefault(_cuda_row(err), []).append(err)
         for name, errors in by_kind.items():
             signal = BY_ID[name]
             if signal.meaning is SignalMeaning.APPLICATION:
@@ -327,10 +335,23 @@ def _cuda(work: Work) -> None:
                 continue
             items = []
             for who in dict.fromkeys(_who(e, node) for e in errors):
-                said = f"{who} reported {name}: per NVIDIA, {signal.says}"
+                if signal.catalogue == CHECK_SITE:
+                    texts = ", ".join(dict.fromkeys(f"'{e.text}'" for e in errors if _who(e, node) == who))
+                    said = f"{who} reported CUDA's {texts} from NCCL's check site {name}: per NCCL, {signal.says}"
+                else:
+                    said = f"{who} reported {name}: per NVIDIA, {signal.says}"
                 items.append(Item(("said-cuda", name, who), said_evidence(said)))
             items += [Item(("cuda", e.text), line_evidence(e.line)) for e in errors]
             _by_meaning(work, node, signal, items, None, None)
+
+
+def _cuda_row(err: CudaError) -> str:
+    """The row a CUDA error is read as: its code's, or, when NVIDIA gives that code no single cause, the row of the
+    NCCL check site that warned of it (whose failures NCCL's own text explains)."""
+    name = err.kind.runtime_name if err.kind is not None else UNLISTED_CUDA
+    if err.site is not None and BY_ID[name].meaning in (SignalMeaning.AMBIGUOUS, SignalMeaning.CONSEQUENCE):
+        return err.site
+    return name
 
 
 def _rank_errors(work: Work, node: str, signal: Signal, errors: list[CudaError]) -> None:
@@ -418,8 +439,14 @@ def _by_meaning(work: Work, node: str, signal: Signal, items: list[Item], said: 
 def _node_state(work: Work) -> None:
     """Signs that a node cannot run the job as it is (a required daemon not running, a GPU that needs a reset, a
     driver older than the job's runtime, no usable device) name the nodes that show them while the scope's other
-    nodes whose logs were read do not; shown by every node read (one node alone included: nothing then tells its
-    state from the job's), they are the job's configuration. The evidence says which."""
+    nodes whose logs were read do not; shown by every one of several nodes that reported, they are the job's
+    configuration. The evidence says which.
+
+    A node that is the only one whose log was read (a job of one node, or the others wrote nothing) has no other node
+    to compare with: a sign of its own stack (its driver, a daemon, its fabric or NIC: every category but
+    `gpu_unavailable`) names it, since no setting of the job brings a daemon down or leaves a GPU needing a reset; a
+    sign that no device could be used (`gpu_unavailable`) is what a job that asked for no GPU, or for more than the
+    node has, sees too, so it stays the job's configuration."""
     if not work.node_state:
         return
     read = [n for n in work.scope_nodes if n in work.logs and work.logs[n].lines]
@@ -429,23 +456,29 @@ def _node_state(work: Work) -> None:
         work.add_context(node, [i for _, items in work.node_state[node] for i in items])
     if others:
         for node in showing:
-            ids = list(dict.fromkeys(ident for ident, _ in work.node_state[node]))
+            ids = _state_ids(work, [node])
             said = (
                 f"{node} shows that it cannot run the job as it is ({', '.join(ids)}) while {len(others)} other "
                 f"node(s) of the job whose logs were read do not ({listing(others, 4)}): the node's state, not the "
                 "job's configuration"
             )
-            categories = sorted({BY_ID[i].category or NODE_STATE_CATEGORY for i in ids}, key=_rank)
-            items = [Item(("said-state", node), said_evidence(said))]
-            items += [i for _, its in work.node_state[node] for i in its]
-            work.node(node, categories[0], items, signals=ids)
+            _name_state(work, node, ids, said)
         return
-    ids = list(dict.fromkeys(ident for node in showing for ident, _ in work.node_state[node]))
+    ids = _state_ids(work, showing)
     if len(showing) == 1:
+        node = showing[0]
+        alone = "the job's only node" if len(work.scope_nodes) == 1 else "the only node of the job whose log was read"
+        own = [i for i in ids if (BY_ID[i].category or NODE_STATE_CATEGORY) != NODE_STATE_CATEGORY]
+        if own:
+            said = (
+                f"{node}, {alone}, shows that its own stack cannot run the job as it is ({', '.join(own)}): a driver, "
+                "daemon, fabric or NIC state of the node, which no setting of the job produces"
+            )
+            _name_state(work, node, own, said)
+            return
         said = (
-            f"{showing[0]}, the only node of the job whose log was read, shows that it cannot run the job as it is "
-            f"({', '.join(ids)}); no other node tells its state apart from the job's configuration: shown by every "
-            "node read, it is the job's configuration or environment"
+            f"{node}, {alone}, found no device it could use ({', '.join(ids)}); a job that asked for no GPU, or for "
+            "more than the node has, sees the same: the job's configuration or environment"
         )
     else:
         said = (
@@ -456,6 +489,19 @@ def _node_state(work: Work) -> None:
     items = [Item(("said-state",), said_evidence(said))]
     items += [i for node in showing for _, its in work.node_state[node] for i in its]
     work.job.append(Candidate("configuration", items, tuple(ids)))
+
+
+def _state_ids(work: Work, nodes: Iterable[str]) -> list[str]:
+    """The node-state signals the nodes show, each once, in the order first seen."""
+    return list(dict.fromkeys(ident for node in nodes for ident, _ in work.node_state[node]))
+
+
+def _name_state(work: Work, node: str, ids: list[str], said: str) -> None:
+    """A node finding from its node-state signs, the comparison first in its evidence."""
+    categories = sorted({BY_ID[i].category or NODE_STATE_CATEGORY for i in ids}, key=_rank)
+    items = [Item(("said-state", node), said_evidence(said))]
+    items += [i for ident, its in work.node_state[node] if ident in ids for i in its]
+    work.node(node, categories[0], items, signals=ids)
 
 
 def _silence(work: Work) -> int:

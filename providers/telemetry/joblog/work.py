@@ -134,6 +134,34 @@ class Candidate:
     signals: tuple[str, ...] = ()
 
 
+class Kept:
+    """Items kept as they come, as `rules._bounded` would keep them from the whole list: one per distinct event first
+    (in order), then the repeats, no text twice, at most `limit`; an item's evidence is made only when it is kept. A
+    job-wide conclusion over every rank of a large job costs a look at each line, not an object for each."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.first: list[Item] = []
+        self.rest: list[Item] = []
+        self._keys: set[tuple[object, ...]] = set()
+        self._texts: set[str] = set()
+
+    def add(self, key: tuple[object, ...], line: LogLine) -> None:
+        text = cut_text(line.text)
+        if text in self._texts:
+            return
+        self._texts.add(text)
+        if key not in self._keys:
+            self._keys.add(key)
+            if len(self.first) < self.limit:
+                self.first.append(Item(key, Evidence(SOURCE, text, line.observed_at)))
+        elif len(self.first) + len(self.rest) < self.limit:
+            self.rest.append(Item(key, Evidence(SOURCE, text, line.observed_at)))
+
+    def items(self) -> list[Item]:
+        return (self.first + self.rest)[: self.limit]
+
+
 def line_evidence(line: LogLine) -> Evidence:
     return Evidence(SOURCE, cut_text(line.text), line.observed_at)
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from providers.base import CheckSeverity
+from providers.base import CheckSeverity, shifted
 from providers.telemetry.checking import (
     ERROR,
     MAX_FILES_PER_HOST,
@@ -24,12 +24,15 @@ from providers.telemetry.checking import (
     MAX_SKIPPED_LISTED,
     WARNING,
     Checker,
+    span,
     stamp,
+    tally,
 )
 from providers.telemetry.identity import NodeNames
 from providers.telemetry.kernel.collect import KERNEL_TAG
 from providers.telemetry.kernel.parse import ParsedLine, TimeContext, is_continuation, parse_line
 from providers.telemetry.kernel.sources.files import FileSource, LogName
+from providers.telemetry.kernel.sources.search import ORDER_SLACK
 from providers.telemetry.reading import (
     GzipReader,
     NotRegular,
@@ -47,6 +50,12 @@ TAIL_BYTES = 64 * 1024
 #: decompressed bytes streamed through one `.gz` at most, looking for its last line and a cut or corrupt stream
 GZ_STREAM_BYTES = 16 * 1024 * 1024
 GZ_CHUNK = 256 * 1024
+#: lines parsed from each end of a host's plain file longer than HEAD_BYTES + TAIL_BYTES: enough for its format, its
+#: time span and its host names; a fleet's thousands of files are checked in seconds (the rest of the head is parsed
+#: only when none of these is in a known format, as the source looks that far for one)
+END_LINES = 32
+#: bytes read first from each end for those lines (more of the head when they are not enough)
+END_BYTES = 16 * 1024
 
 #: line formats by the token `check` reports (docs/providers.md, "Supported line formats")
 FORMATS = {
@@ -177,8 +186,9 @@ class FileReport:
         return out
 
 
-def sample_file(path: Path, relative: str, gz: bool, ctx: TimeContext) -> FileReport:
-    """Read the head and tail of one file (a bounded stream of a `.gz`) and say what its lines are."""
+def sample_file(path: Path, relative: str, gz: bool, ctx: TimeContext, ends: bool = False) -> FileReport:
+    """Read the head and tail of one file (a bounded stream of a `.gz`) and say what its lines are; with `ends`, of a
+    plain file longer than the head and tail only its first and last END_LINES lines (a host's own file)."""
     report = FileReport(relative, compressed=gz)
     try:
         handle, size = open_regular(path)
@@ -193,6 +203,8 @@ def sample_file(path: Path, relative: str, gz: bool, ctx: TimeContext) -> FileRe
         try:
             if gz:
                 _sample_gz(handle, report, ctx)
+            elif ends and size > HEAD_BYTES + TAIL_BYTES:
+                _sample_ends(handle, size, report, ctx)
             else:
                 _sample_plain(handle, size, report, ctx)
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
@@ -214,6 +226,44 @@ def _sample_plain(handle: BinaryIO, size: int, report: FileReport, ctx: TimeCont
     _judge_head(report)
     handle.seek(size - TAIL_BYTES)
     report.sample.feed(whole_lines(handle.read(TAIL_BYTES), False, True), None, ctx)
+
+
+def _sample_ends(handle: BinaryIO, size: int, report: FileReport, ctx: TimeContext) -> None:
+    """The first and last END_LINES lines of a long file; the rest of its first HEAD_BYTES too when none of those
+    first lines is in a known format (the format is judged on the head, as the source judges it)."""
+    report.sampled = "head_and_tail"
+    raw = handle.read(END_BYTES)
+    head = whole_lines(raw, True, False)
+    cut = _after_lines(head, END_LINES)
+    report.sample.feed(head[:cut], 1, ctx)
+    if not report.sample.parsed:
+        rest = whole_lines(raw[cut:] + handle.read(HEAD_BYTES - END_BYTES), True, False)
+        report.sample.feed(rest, 1 + head[:cut].count(b"\n"), ctx)
+        _judge_head(report)
+    handle.seek(size - END_BYTES)
+    tail = whole_lines(handle.read(END_BYTES), False, True)
+    cut = _before_lines(tail, END_LINES)
+    report.sample.feed(tail[cut:], None, ctx)
+
+
+def _after_lines(data: bytes, lines: int) -> int:
+    """Where the `lines`-th line of `data` (whole lines) ends: all of it when it holds fewer."""
+    at = 0
+    for _ in range(lines):
+        at = data.find(b"\n", at) + 1
+        if at == 0:
+            return len(data)
+    return at
+
+
+def _before_lines(data: bytes, lines: int) -> int:
+    """Where the last `lines` lines of `data` (whole lines, ending in a newline) start."""
+    at = len(data) - 1
+    for _ in range(lines):
+        at = data.rfind(b"\n", 0, at)
+        if at < 0:
+            return 0
+    return at + 1
 
 
 def _sample_gz(handle: BinaryIO, report: FileReport, ctx: TimeContext) -> None:
@@ -344,7 +394,7 @@ def check_files(c: Checker, source: FileSource) -> dict[str, Any]:
     entries = c.folder(root, "log directory")
     if entries is None:
         return details
-    c.text.append(f"kernel logs: files source, {root}")
+    c.say(f"kernel logs: files source, {root}")
     hosts: list[HostReport] = []
     combined: dict[str, list[tuple[LogName, str, Path]]] = {}
     per_host_files: dict[str, list[tuple[LogName, str, Path]]] = {}
@@ -355,6 +405,7 @@ def check_files(c: Checker, source: FileSource) -> dict[str, Any]:
         if severity is not None:
             c.problem(severity, where, f"is skipped by the source: {reason}")
 
+    _read_ends_ahead(c, entries)
     for entry in entries:
         kind = entry_kind(entry)
         if kind == "dir":
@@ -393,29 +444,82 @@ def check_files(c: Checker, source: FileSource) -> dict[str, Any]:
         )
     elif not any(f.status == "ok" for f in readable):
         c.problem(ERROR, str(root), "no file holds a line the source can read, so every answer would be empty")
+    _summary(c, hosts, combined_reports, skipped)
     for host in hosts:
         layout = f"folder {host.name}/" if host.layout == "folder" else "per-host file"
-        c.text.append(f"  host {host.name} ({layout})")
+        c.detail(f"  host {host.name} ({layout})")
         for f in host.files:
-            c.text.append(f"    {_describe_file(f)}")
+            c.detail(f"    {_describe_file(f)}")
         if host.files_not_listed:
-            c.text.append(f"    ... and {host.files_not_listed} older files, not read")
+            c.detail(f"    ... and {host.files_not_listed} older files, not read")
     for f in combined_reports:
         names = sorted(f.sample.hosts)
         shown = ", ".join(names[:MAX_HOSTS_LISTED]) + (
             f" and {len(names) - MAX_HOSTS_LISTED} more" if len(names) > MAX_HOSTS_LISTED else ""
         )
-        c.text.append(f"  combined {_describe_file(f)}; hosts: {shown or 'none'}")
+        c.detail(f"  combined {_describe_file(f)}; hosts: {shown or 'none'}")
     for item in skipped[:MAX_SKIPPED_LISTED]:
-        c.text.append(f"  skipped {item['path']}: {item['reason']}")
+        c.detail(f"  skipped {item['path']}: {item['reason']}")
     if len(skipped) > MAX_SKIPPED_LISTED:
-        c.text.append(f"  ... and {len(skipped) - MAX_SKIPPED_LISTED} more skipped")
+        c.detail(f"  ... and {len(skipped) - MAX_SKIPPED_LISTED} more skipped")
     details["hosts"] = [h.to_json() for h in hosts]
     details["combined"] = [f.to_json(with_hosts=True) for f in combined_reports]
     details["skipped"] = skipped[:MAX_SKIPPED_LISTED]
     details["skipped_not_listed"] = max(0, len(skipped) - MAX_SKIPPED_LISTED)
     details.setdefault("combined_not_listed", 0)
     return details
+
+
+def _read_ends_ahead(c: Checker, entries: list[os.DirEntry[str]]) -> None:
+    """Ask the kernel to read both ends of the host folders' files ahead (`posix_fadvise`), before they are sampled
+    one by one: a fleet's thousands of files not in the page cache are then read side by side, not one at a time."""
+    for count, entry in enumerate(entries):
+        if count % 256 == 0 and c.deadline.expired:
+            return
+        try:
+            if not entry.is_dir():
+                continue
+            with os.scandir(entry.path) as inner:
+                paths = sorted(e.path for e in inner if e.is_file())[: MAX_FILES_PER_HOST * 2]
+        except OSError:
+            continue  # the check itself says what is wrong
+        for path in paths:
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            except OSError:
+                continue
+            try:
+                size = os.fstat(fd).st_size
+                os.posix_fadvise(fd, 0, END_BYTES, os.POSIX_FADV_WILLNEED)
+                if size > END_BYTES:
+                    os.posix_fadvise(fd, size - END_BYTES, END_BYTES, os.POSIX_FADV_WILLNEED)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+
+
+def _summary(c: Checker, hosts: list[HostReport], combined: list[FileReport], skipped: list[dict[str, str]]) -> None:
+    """The files source's part of the summary: hosts and files counted by status, the time their lines span."""
+    folders = sum(h.layout == "folder" for h in hosts)
+    files = [f for h in hosts for f in h.files]
+    older = sum(h.files_not_listed for h in hosts)
+    statuses = Counter(f.status for f in files)
+    line = f"  hosts: {len(hosts)} ({folders} in folders, {len(hosts) - folders} in per-host files)"
+    if hosts:
+        line += f"; their files: {len(files)} read ({tally(statuses) or 'none'})"
+        line += f", {older} older not read" if older else ""
+    c.say(line)
+    if combined:
+        named = {h for f in combined for h in f.sample.hosts}
+        c.say(f"  combined files: {len(combined)} read ({tally(Counter(f.status for f in combined))}); "
+              f"hosts named in their lines: {len(named)}")
+    read = [f.sample for f in files + combined if f.sample.first is not None]
+    first = min((s.first for s in read if s.first is not None), default=None)
+    last = max((s.last for s in read if s.last is not None), default=None)
+    c.say(f"  lines span {span(first, last)}")
+    if skipped:
+        c.say(f"  skipped: {len(skipped)} entr{'y' if len(skipped) == 1 else 'ies'} (each that matters is a problem)")
 
 
 def _check_folder(c: Checker, ctx: TimeContext, source: FileSource, entry: os.DirEntry[str], skip: Any) -> HostReport:
@@ -463,14 +567,35 @@ def _read_group(
         if c.expired(relative):
             report.files_not_listed += 1
             continue
-        f = sample_file(path, relative, name.gz, ctx)
+        f = sample_file(path, relative, name.gz, ctx, ends=not combined)
         _file_problems(c, f, combined)
         report.files.append(f)
     report.files_not_listed += max(0, len(found) - MAX_FILES_PER_HOST)
     if report.layout != "combined":
         _host_name_problems(c, report)
+        _order_problems(c, report, [name for name, _, _ in found[:MAX_FILES_PER_HOST]])
         if report.files and all(f.status == "empty" for f in report.files):
             c.problem(WARNING, report.name, "its files hold no line yet, so its node has no telemetry")
+
+
+def _order_problems(c: Checker, report: HostReport, names: list[LogName]) -> None:
+    """A rotated file holding lines later than the start of the next newer file of its group: the source reads a
+    group newest first and stops at the first file that starts before the window, so such lines can be missed."""
+    newer: dict[str, FileReport] = {}
+    for name, f in zip(names, report.files, strict=False):
+        before = newer.get(name.base)
+        if f.status == "ok" and f.sample.last is not None:
+            if before is not None and before.sample.first is not None and f.sample.last > shifted(
+                before.sample.first, ORDER_SLACK
+            ):
+                c.problem(
+                    WARNING,
+                    f.path,
+                    f"holds lines up to {stamp(f.sample.last)}, later than the start of the newer {before.path} "
+                    f"({stamp(before.sample.first)}): the files are out of rotation order, and the source, which "
+                    "reads a rotation newest first, can miss such lines",
+                )
+            newer[name.base] = f
 
 
 def _host_name_problems(c: Checker, report: HostReport) -> None:

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from providers.telemetry.checking import ERROR, MAX_HOSTS_LISTED, WARNING, Checker, stamp
+from providers.telemetry.checking import ERROR, MAX_HOSTS_LISTED, WARNING, Checker, stamp, tally
 from providers.telemetry.kernel.collect import KERNEL_TAG
 from providers.telemetry.kernel.sources.journal import (
     READ_ERRORS,
@@ -109,8 +109,9 @@ def check_journals(c: Checker, source: JournalSource) -> dict[str, Any]:
             ERROR, str(root), f"the journal directory cannot be read ({exc.strerror}): give the Adapter read access"
         )
         return details
-    c.text.append(f"kernel logs: journal source, {root}")
+    c.say(f"kernel logs: journal source, {root}")
     reports: list[JournalReport] = []
+    lines: list[str] = []
     for journal in files:
         if c.expired(journal.origin):
             break
@@ -121,7 +122,7 @@ def check_journals(c: Checker, source: JournalSource) -> dict[str, Any]:
             report.status = "unreadable"
             report.reason = str(exc) or type(exc).__name__
         reports.append(report)
-        c.text.append(f"  {report.describe()}")
+        lines.append(f"  {report.describe()}")
         if report.status == "unreadable":
             c.problem(
                 ERROR,
@@ -156,4 +157,12 @@ def check_journals(c: Checker, source: JournalSource) -> dict[str, Any]:
             ERROR, str(root), "no journal file holds an entry the source can read, so every answer would be empty"
         )
     details["files"] = [r.to_json() for r in reports]
+    hosts = {h for r in reports for h in r.hosts}
+    firsts = [r.first for r in reports if r.first is not None]
+    lasts = [r.last for r in reports if r.last is not None]
+    c.say(f"  files: {len(files)}, {len(reports)} read" + (f" ({tally(Counter(r.status for r in reports))})" if reports
+          else "") + f"; hosts named in their entries: {len(hosts)}")  # fmt: skip
+    c.say(f"  entries span {min(firsts)} .. {max(lasts)}" if firsts and lasts else "  entries span none")
+    for line in lines:
+        c.detail(line)
     return details

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
 from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, SourceFailure
-from providers.telemetry.checking import ERROR, MAX_HOSTS_LISTED, Checker, stamp
+from providers.telemetry.checking import ERROR, MAX_HOSTS_LISTED, Checker, stamp, tally
 from providers.telemetry.kernel.check import BARE_MESSAGE, LineSample, line_format
 from providers.telemetry.kernel.collect import Collector
 from providers.telemetry.kernel.parse import ParsedLine
@@ -93,7 +93,7 @@ def check_loki(c: Checker, source: LokiSource) -> dict[str, Any]:
         "hosts": [],
         "hosts_not_listed": 0,
     }
-    c.text.append(f"kernel logs: Loki at {base}, label {source.host_label!r}, the last {LOKI_WINDOW}")
+    c.say(f"kernel logs: Loki at {base}, label {source.host_label!r}, the last {LOKI_WINDOW}")
     headers = {"Accept": "application/json"}
     if source.tenant:
         headers["X-Scope-OrgID"] = source.tenant
@@ -134,6 +134,7 @@ def check_loki(c: Checker, source: LokiSource) -> dict[str, Any]:
         host_label=source.host_label,
     )
     lines_seen = 0
+    lines: list[str] = []
     for host in hosts[:LOKI_MAX_HOSTS]:
         if c.expired(host):
             break
@@ -158,10 +159,21 @@ def check_loki(c: Checker, source: LokiSource) -> dict[str, Any]:
         details["hosts"].append(entry)
         formats = ", ".join(f"{k} {v}" for k, v in s.formats.most_common()) or "no lines"
         span_text = f"; {stamp(s.first)} .. {stamp(s.last)}" if s.first else ""
-        c.text.append(f"  host {host}: {entry['status']}; {formats}{span_text}")
+        lines.append(f"  host {host}: {entry['status']}; {formats}{span_text}")
     details["hosts_not_listed"] = max(0, len(hosts) - LOKI_MAX_HOSTS)
+    queried = details["hosts"]
+    statuses: dict[str, int] = {}
+    for entry in queried:
+        statuses[entry["status"]] = statuses.get(entry["status"], 0) + 1
+    firsts = [e["first"] for e in queried if e["first"]]
+    lasts = [e["last"] for e in queried if e["last"]]
+    c.say(f"  hosts: {len(hosts)}, {len(queried)} queried" + (f" ({tally(statuses)})" if queried else "")
+          + (f", {details['hosts_not_listed']} not queried" if details["hosts_not_listed"] else ""))
+    c.say(f"  lines span {min(firsts)} .. {max(lasts)}" if firsts and lasts else "  lines span none")
+    for line in lines:
+        c.detail(line)
     if details["hosts_not_listed"]:
-        c.text.append(f"  ... and {details['hosts_not_listed']} more hosts, not queried")
+        c.detail(f"  ... and {details['hosts_not_listed']} more hosts, not queried")
     if details["hosts"] and lines_seen == 0 and not c.out_of_time:
         c.problem(
             ERROR,

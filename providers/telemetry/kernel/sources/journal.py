@@ -26,6 +26,7 @@ import os
 import re
 import stat
 import struct
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -40,6 +41,7 @@ from providers.base import (
     SourceFailure,
     TraceContext,
 )
+from providers.telemetry.cache import Bounded
 from providers.telemetry.kernel.collect import KERNEL_TAG, Collector
 from providers.telemetry.kernel.parse import ParsedLine
 
@@ -57,6 +59,11 @@ MAX_SAME_TIME = 4096
 _MESSAGE_STAMP = re.compile(r"\[( *\d+\.\d+)\] (?:\[ *[TC]\d+\] )?")
 #: a journal file, current, archived (`name@...journal`) or left dirty (`.journal~`)
 SUFFIXES = (".journal", ".journal~")
+#: how systemd-journal-remote starts the name of the file of one sender (`--split-mode=host`)
+REMOTE_PREFIX = "remote-"
+#: a folder modified less than this long ago may change again within one tick of a coarse file-system clock without
+#: its modification time changing: its listing is not kept
+SETTLE_NS = 2_000_000_000
 #: what libsystemd and the reader raise for a file they cannot use
 READ_ERRORS = (OSError, SystemError, ValueError, RuntimeError)
 
@@ -66,12 +73,29 @@ READ_ERRORS = (OSError, SystemError, ValueError, RuntimeError)
 SIGNATURE = b"LPKSHHRH"
 _HEAD_TAIL = struct.Struct("<QQ")
 _HEAD_TAIL_AT = 184
+#: the header's `tail_object_offset` (the last object written) at byte 136, and an object's size after its type
+_TAIL_OBJECT = struct.Struct("<Q")
+_TAIL_OBJECT_AT = 136
+_OBJECT_SIZE_AT = 8
+#: ranges of data looked at in a journal file (a sparse file's data between its holes), and the hole between two that
+#: is read with them rather than apart
+MAX_EXTENTS = 1024
+MERGE_GAP = 32 * 1024
+#: journal files whose ranges to read ahead are kept (a current and an archived file for 8,192 nodes; a few hundred
+#: bytes each)
+RANGE_FILES = 16384
+_RANGES: Bounded[str, tuple[tuple[int, int, int, int], tuple[tuple[int, int], ...]]] = Bounded(RANGE_FILES)
 
 
 @dataclass(frozen=True)
 class JournalFile:
     path: str
     origin: str  # the path relative to the directory, as warnings and evidence name it
+
+    @property
+    def host(self) -> str | None:
+        """The host its name names (`named_host`), or None."""
+        return named_host(self.origin.rpartition("/")[2])
 
     @property
     def group(self) -> str:
@@ -100,6 +124,78 @@ def header_times(path: str) -> tuple[int, int] | None:
         return None
     head, tail = _HEAD_TAIL.unpack_from(data, _HEAD_TAIL_AT)
     return (head, tail) if head and tail else None
+
+
+def read_ahead(path: str) -> None:
+    """Ask the kernel to bring the part of a journal file its objects use into the page cache, and no more.
+
+    journald and journal-remote allocate files in steps of 8 MiB: past the last object lies unused space (zeros, or
+    holes). libsystemd reads a file through mappings, and the kernel fills a mapping's missing page with read-around
+    of the device's read-ahead size (8 MiB on some volumes): each file then takes its whole allocation in memory, and
+    thousands of files do not fit. Read ahead here, on the bytes up to the end of the last object (the header says
+    where it is) that hold data, libsystemd then finds its pages in the cache and the unused space is never read.
+    Nothing is asked when the last object is in the page cache already (libsystemd read the file before); the ranges
+    are worked out once per state of the file (its identity, size and modification time)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # this descriptor's own reads: no read-ahead
+        head = os.pread(fd, _TAIL_OBJECT_AT + _TAIL_OBJECT.size, 0)
+        if len(head) < _TAIL_OBJECT_AT + _TAIL_OBJECT.size or head[:8] != SIGNATURE:
+            return
+        (tail,) = _TAIL_OBJECT.unpack_from(head, _TAIL_OBJECT_AT)
+        if not tail or _in_cache(fd, tail):
+            return
+        st = os.fstat(fd)
+        state = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        known = _RANGES.get(path)
+        if known is None or known[0] != state:
+            known = (state, _data_ranges(fd, tail, st.st_size))
+            _RANGES.put(path, known)
+        for start, length in known[1]:
+            os.posix_fadvise(fd, start, length, os.POSIX_FADV_WILLNEED)
+    except OSError:
+        return  # the reader says what is wrong with the file
+    finally:
+        os.close(fd)
+
+
+def _in_cache(fd: int, offset: int) -> bool:
+    """Whether the byte at `offset` is in the page cache (a read that may not wait for the disk)."""
+    try:
+        return os.preadv(fd, [bytearray(1)], offset, os.RWF_NOWAIT) == 1
+    except OSError:  # BlockingIOError: not in the cache; EOPNOTSUPP: the file system cannot tell
+        return False
+
+
+def _data_ranges(fd: int, tail: int, size: int) -> tuple[tuple[int, int], ...]:
+    """The ranges of `fd` before the end of its last object (at `tail`) that hold data (a hole of a sparse copy,
+    read, fills the cache with zeros), ranges less than MERGE_GAP apart joined; at most MAX_EXTENTS looked at, then
+    the rest in one."""
+    found = os.pread(fd, _TAIL_OBJECT.size, tail + _OBJECT_SIZE_AT)
+    end = tail + (_TAIL_OBJECT.unpack(found)[0] if len(found) == _TAIL_OBJECT.size else 0)
+    if not 0 < end <= size:
+        return ()
+    ranges: list[list[int]] = []
+    at = 0
+    for _ in range(MAX_EXTENTS):
+        try:
+            data = os.lseek(fd, at, os.SEEK_DATA)
+        except OSError:  # ENXIO: no data after `at`
+            break
+        if data >= end:
+            break
+        hole = min(os.lseek(fd, data, os.SEEK_HOLE), end)
+        if ranges and data - ranges[-1][1] < MERGE_GAP:
+            ranges[-1][1] = hole
+        else:
+            ranges.append([data, hole])
+        at = hole
+    else:
+        ranges.append([at, end])
+    return tuple((start, stop - start) for start, stop in ranges)
 
 
 def reading_order(files: list[JournalFile], lo: int) -> list[JournalFile]:
@@ -132,6 +228,19 @@ class Entry:
     message: str
     #: the kernel's own `[seconds.micro]` stamp, from `_SOURCE_MONOTONIC_TIMESTAMP`, as dmesg and syslog print it
     mono: str | None
+
+
+def named_host(name: str) -> str | None:
+    """The host a journal file's name names as `systemd-journal-remote --split-mode=host` writes them:
+    `remote-<host>.journal`, archived `remote-<host>@<...>.journal`, dirty `...journal~`; None for any other name
+    (journald's `system.journal`, ...) and for a sender named by its address (`remote-10.0.0.5.journal`), whose
+    entries may be any host's."""
+    if not name.startswith(REMOTE_PREFIX):
+        return None
+    host = name.removesuffix("~").removesuffix(".journal")[len(REMOTE_PREFIX) :].partition("@")[0]
+    if not host or ":" in host or all(c.isdigit() or c == "." for c in host):
+        return None
+    return host
 
 
 def is_journal_name(name: str) -> bool:
@@ -293,10 +402,41 @@ class JournalSource:
             raise ProviderConstructionError(
                 f"the journal source needs the cysystemd package (requirements.txt), which cannot be loaded: {exc}"
             ) from exc
+        #: the directory's files by the short name of the host their name names ("": named for no host), with the
+        #: state of the folders they were listed from; worked out again only when a folder changed
+        self._listing: tuple[tuple[tuple[str, int, int], ...], dict[str, list[JournalFile]]] | None = None
+
+    def files_for(self, collector: Collector) -> list[JournalFile]:
+        """The files that may hold the scope's entries: those named for a scope host and those named for none (a
+        file named for another host is never opened). OSError: the directory cannot be read."""
+        by_short = self._by_host()
+        if len(collector.names.short_names) * 4 > sum(map(len, by_short.values())):
+            found = [f for files in by_short.values() for f in files]
+        else:
+            found = [f for short in ("", *collector.names.short_names) for f in by_short.get(short, ())]
+        return [f for f in found if f.host is None or collector.node_for(f.host) is not None]
+
+    def _by_host(self) -> dict[str, list[JournalFile]]:
+        """The directory's files by host short name, listed again only when a folder's state changed."""
+        known = self._listing
+        if known is not None and all(_state(path) == (path, ino, mtime) for path, ino, mtime in known[0]):
+            return known[1]
+        states = [_state(str(self.root))]
+        files = journal_files(self.root)
+        folders = sorted({f.path.rpartition("/")[0] for f in files} - {str(self.root)})
+        states += [_state(folder) for folder in folders]
+        by_short: dict[str, list[JournalFile]] = {}
+        for journal in files:
+            host = journal.host
+            by_short.setdefault(host.lower().partition(".")[0] if host else "", []).append(journal)
+        settled = time.time_ns() - SETTLE_NS
+        if all(state[1] >= 0 and state[2] < settled for state in states):
+            self._listing = (tuple(states), by_short)
+        return by_short
 
     def scan(self, collector: Collector, deadline: Deadline, trace: TraceContext | None = None) -> None:
         try:
-            files = journal_files(self.root)
+            files = self.files_for(collector)
         except OSError as exc:
             raise ProviderProcessingError(
                 "the journal directory could not be read", kind=SourceFailure.UNREADABLE
@@ -313,6 +453,7 @@ class JournalSource:
                 collector.mark_unreadable(None)
 
     def _read(self, journal: JournalFile, collector: Collector, lo: int, hi: datetime, deadline: Deadline) -> None:
+        read_ahead(journal.path)
         reader = JournalReaderFile(journal.path)
         nodes: dict[str | None, str | None] = {}
         origin = journal.origin
@@ -340,6 +481,15 @@ class JournalSource:
                 break
         for node in {n for n in nodes.values() if n is not None}:
             collector.end_origin(node, origin)
+
+
+def _state(path: str) -> tuple[str, int, int]:
+    """(path, inode, modification time in ns) of a folder; -1s when it cannot be looked at (then never kept)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return path, -1, -1
+    return path, st.st_ino, st.st_mtime_ns
 
 
 def _check(deadline: Deadline) -> None:

@@ -1,0 +1,51 @@
+"""The Loki job-log source hands a node's entries to the buffer reader as one buffer, Loki's time in front of each
+line: what it parses equals what feeding each entry as a line gives, also for entries holding a newline, a
+carriage return or control characters."""
+
+from __future__ import annotations
+
+import pytest
+
+from providers.telemetry.joblog.lines import NodeParser
+from providers.telemetry.joblog.loki import LokiJobLogSource, _Read, _stamp
+from providers.telemetry.joblog.nodes import exact_resolver
+from tests.joblog.support import fixture_groups
+
+NODE = "node-a"
+RESOLVE = exact_resolver([NODE])
+FIRST_NS = 1_788_955_000_000_000_000
+
+
+def _one_by_one(entries: list[tuple[int, str]]):
+    parser = NodeParser(NODE, RESOLVE)
+    for ts, line in sorted(entries, key=lambda e: e[0]):
+        parser.feed(f"{_stamp(ts)} {line}")
+    return parser.result()
+
+
+def _source(entries: list[tuple[int, str]]):
+    got = _Read()
+    got.add({NODE: entries})
+    return LokiJobLogSource._parse([NODE], got, RESOLVE)[NODE]
+
+
+def _entries(lines: list[str]) -> list[tuple[int, str]]:
+    return [(FIRST_NS + i * 1_000_000 // 3, line) for i, line in enumerate(lines)]
+
+
+def test_the_real_lines_of_the_reports_parse_as_entries_fed_one_by_one() -> None:
+    for name, lines in fixture_groups():
+        noise = [f"[rank{r}]: {{'loss': 2.{s:03d}}}" for s in range(20) for r in range(4)]
+        entries = _entries(noise + list(lines) + noise)
+        assert _source(entries) == _one_by_one(entries), name
+
+
+@pytest.mark.parametrize("odd", [
+    "[rank1]: a line\nholding a newline: NCCL WARN Connection closed by remote peer node-b<4242>",
+    "[rank1]: ends in a carriage return ncclSystemError\r",
+    "[rank1]: a NUL\x00 and an escape \x1b[31mred\x1b[0m ncclInternalError",
+    "",
+])
+def test_entries_the_buffer_could_misread_parse_as_fed_one_by_one(odd: str) -> None:
+    entries = _entries(["[rank0]: before", odd, "[rank1]: after", "Traceback (most recent call last):"])
+    assert _source(entries) == _one_by_one(entries)
