@@ -14,7 +14,8 @@ A rank that is waited for and waits for no other rank is named (a rank stuck beh
 rank with a dump that waits in a collective only for ranks without one is not named: it may be stuck behind them.
 A rank without a dump that its peers wait for in a collective is named only when nothing the dumps show explains the
 wait: not when it belongs (by the dumps' group tables) to a group with a rank that a named rank holds back (the
-named rank itself, or one waiting for it, directly or through others with a dump), for it may be waiting there too;
+named rank itself, or one waiting for it, directly or through others with a dump, but not waiting in that group for
+the ranks without a dump), for it may be waiting there too;
 and not when another such rank shares a group with it and lies on another node (`linked`: either may wait for the
 other; rules.py places them). A note says which ranks without a dump are not named and why. Point to point: a
 pending send or recv waits for its peer when the peer holds no pending counterpart; one to a rank without a dump
@@ -113,6 +114,7 @@ class _Point:
 
     waiters: list[int]
     p2p: bool
+    group: str = ""
     targets: list[int] = field(default_factory=list)
 
 
@@ -280,7 +282,7 @@ def _group(
         default=-1,
     )
     reached = {s for s in pending_points if s <= finished and _op(entry_at[s].op) in EVERY_MEMBER}
-    at = {s: _Point(sorted(waiters), False) for s, waiters in points.items()}
+    at = {s: _Point(sorted(waiters), False, group) for s, waiters in points.items()}
     found.extend(at.values())
     latest = max(entry_at.values(), key=lambda e: e.created_ns or 0)
     for m, theirs in info.items():
@@ -369,7 +371,7 @@ def _p2p(
                     continue
                 if other not in dumps:
                     if missing_ok and other not in failed:
-                        found.append(_Point([r], True, [other]))
+                        found.append(_Point([r], True, group, [other]))
                         waited.setdefault(other, []).append(_Waited(group, e.desc, "p2p_missing", e.p2p_seq, e.op, [r]))
                     continue
                 want = ("recv" if kind == "send" else "send", index[r])
@@ -377,7 +379,7 @@ def _p2p(
                 if theirs is not None and any(_peer(x) == want for x in theirs.p2p_pending):
                     continue
                 if _covers(dumps[other], e):
-                    found.append(_Point([r], True, [other]))
+                    found.append(_Point([r], True, group, [other]))
                     waited.setdefault(other, []).append(_Waited(group, e.desc, "p2p", e.p2p_seq, e.op, [r]))
 
 
@@ -403,6 +405,7 @@ def _name(
     behind_missing: dict[int, list[list[int]]] = {}  # rank with a dump -> ranks without one it waits for (collectives)
     waited_at: dict[int, list[_Point]] = {}  # rank with a dump -> the points it is waited for at
     needed: set[int] = set()  # ranks without a dump waited for in a collective
+    blocked: dict[str, set[int]] = {}  # group -> its members waiting there in a collective for ranks without a dump
     for point in points:
         present = [r for r in point.targets if r in dumps]
         if present:
@@ -412,6 +415,7 @@ def _name(
         if not point.p2p and len(present) < len(point.targets):
             gone = [r for r in point.targets if r not in dumps]
             needed.update(gone)
+            blocked.setdefault(point.group, set()).update(point.waiters)
             for w in point.waiters:
                 behind_missing.setdefault(w, []).append(gone)
     candidates = [r for r in waited if r in dumps and r not in waiters]
@@ -440,13 +444,16 @@ def _name(
                 if w not in held:
                     held[w] = held[r]
                     todo.append(w)
+    # A rank without a dump may be waiting, in a group of it, for a held rank there: not for one that waits there in a
+    # collective the ranks without a dump have not finished (they cannot be past it).
     explained: dict[int, tuple[str, int]] = {}  # rank without a dump -> (its smallest such group, a rank held there)
     if held and needed:
         named = set(roots)
         for group, ranks in sorted(members.items(), key=lambda kv: len(kv[1])):
             holder = next((x for x in ranks if x in named), None)
             if holder is None:
-                holder = next((x for x in ranks if x in held), None)
+                waiting = blocked.get(group, ())
+                holder = next((x for x in ranks if x in held and x not in waiting), None)
             if holder is None:
                 continue
             for m in ranks:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.telemetry.flight_recorder.support import conclude_folder, step_job, tree, write_job
+from tests.telemetry.flight_recorder.support import conclude_folder, dump_210, entry, pickled, step_job, tree, write_job
 
 
 @pytest.mark.parametrize("version", ["v2.9", "v2.10"])
@@ -221,3 +221,28 @@ def test_dumps_beside_the_node_folders_are_named_in_a_note_and_not_read(tmp_path
     result = conclude_folder(folder, ranks=[0, 1, 2, 3])
     assert not result.node_items
     assert any(n.startswith("1 file(s) named like dumps lie in job-1/0/ itself") for n in result.notes)
+
+
+def test_a_rank_waiting_for_a_missing_rank_does_not_explain_its_absence(tmp_path: Path) -> None:
+    # rank 0 waits in group "a" (ranks 0, 1) for rank 1, whose dump is missing, and in group "b" (0, 2) for rank 2,
+    # which stopped (named): rank 0 is held back by rank 2, but rank 1 cannot be waiting for rank 0 in "a", where rank
+    # 0 waits for it; rank 1 shares no group with rank 2 (these tables list no default group), so it is named too
+    def one(group: str, seq: int, state: str = "completed") -> dict[str, object]:
+        return entry(group, seq, state, desc=group.upper(), created=1_790_000_000_000_000_000 + 10**9 * seq)
+
+    def dump(groups: dict[str, list[int]], rows: list[dict[str, object]]) -> bytes:
+        data = dump_210(rows)
+        data["pg_config"] = {g: {"name": g, "desc": g.upper(), "ranks": str(r)} for g, r in groups.items()}
+        return pickled(data)
+
+    dumps = {
+        0: dump({"a": [0, 1], "b": [0, 2]}, [one("a", 1), one("b", 1), one("b", 2), one("a", 2, "scheduled"),
+                                              one("b", 3, "scheduled")]),
+        2: dump({"b": [0, 2], "c": [2, 3]}, [one("b", 1), one("c", 1), one("b", 2)]),
+        3: dump({"c": [2, 3]}, [one("c", 1), one("c", 2, "scheduled")]),
+    }  # fmt: skip
+    folder = write_job(tmp_path / "job-1" / "0", dumps, {r: f"node-{r}" for r in range(4)})
+    result = conclude_folder(folder, nodes=[f"node-{r}" for r in range(4)])
+    assert sorted(result.node_items) == ["node-1", "node-2"]
+    assert all(i.message.startswith("rank 1 wrote no flight-recorder dump") for i in result.node_items["node-1"])
+    assert all(i.message.startswith("rank 2 ") for i in result.node_items["node-2"])
