@@ -10,9 +10,9 @@ An entry matching it is built without its opcodes being run one by one, to the s
   the stack below it (no value it did not make, no mark it did not set), with only the opcodes of plain data the
   C++ pickler writes (no MEMOIZE, FRAME or BINUNICODE8), storing in the memo only strings and values it fetched;
 - the only steps of that reading whose outcome depends on other bytes than those the pattern fixes are memo
-  fetches (the index is fixed; the value is the memo's) and the memo's bound: so an entry is built by its shape only
-  when every value it fetches is in the memo and is a string, number, boolean or None, and its stores stay within
-  the memo's bound; otherwise `match` says no and the reader reads it.
+  fetches (the index is fixed; the value is the memo's) and the reader's bounds: so an entry is built by its shape
+  only when every value it fetches is in the memo and is a string, number, boolean or None, its stores stay within
+  the memo's bound and its nesting within the reader's; otherwise `match` says no and the reader reads it.
 
 The memo's values are fetched as the entry starts and its stores made after it is built, which is the reader's
 order: a fetch after a store of the same index, within the entry, takes the stored value (resolved when the shape
