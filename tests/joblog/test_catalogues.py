@@ -116,3 +116,20 @@ def test_cublas_s_and_cudnn_s_statuses_are_whole_and_each_a_kind_read_from_pytor
         assert cuda_errors.cuda_error_in(row.example)[0] is kind, row.id
     # a library's numbers are never read as CUDA's: `cuda runtime error (3)` is cudaErrorInitializationError
     assert cuda_errors.BY_VALUE[3].runtime_name == "cudaErrorInitializationError"
+
+
+def test_a_cuda_message_that_names_its_code_is_read_wherever_it_stands_and_a_short_one_only_in_a_cuda_context() -> None:
+    from providers.telemetry.joblog.lines import parse_lines
+    from providers.telemetry.joblog.nodes import exact_resolver
+
+    def kinds(line: str) -> list[str]:
+        log = parse_lines("node-a", [line], exact_resolver(["node-a"]))
+        return [e.kind.runtime_name for e in log.cuda if e.kind is not None]
+
+    # a site health check and Cray's GTL print CUDA's message after an API name of their own
+    assert kinds("ERROR: cudaGetDeviceCount CUDA driver version is insufficient for CUDA runtime version") == [
+        "cudaErrorInsufficientDriver"]
+    assert kinds("GTL_DEBUG: [0] cudaHostRegister: no CUDA-capable device is detected") == ["cudaErrorNoDevice"]
+    # a short message is any program's words without a CUDA context, and CUDA's beside one
+    assert kinds("loader: out of memory while reading the shard list") == []
+    assert kinds("RuntimeError: CUDA error: out of memory") == ["cudaErrorMemoryAllocation"]

@@ -69,9 +69,10 @@ _NAME_PREFIXES = ("cuda", "CUDA_", "CUBLAS_STATUS_", "CUDNN_STATUS_")
 def _kind(signal: Signal) -> CudaErrorKind:
     names = [m for m in signal.markers if m.startswith(_NAME_PREFIXES) and " " not in m]
     driver = next((m for m in names if m.startswith("CUDA_")), "")
-    # the messages are the context-only markers that are not names (a standalone one, such as PyTorch's `CUDA out of
-    # memory`, is a line that prints the code, not the code's message)
-    messages = tuple(m for m in signal.markers if m not in names and m in signal.context_only)
+    # the messages are the markers that are not names: context-only ones (a short message counts only beside a CUDA
+    # context), and standalone ones that name their code wherever they stand (`no CUDA-capable device is detected`,
+    # and PyTorch's `CUDA out of memory`, its allocator's words for the same code)
+    messages = tuple(m for m in signal.markers if m not in names)
     meaning = _MEANINGS.get(signal.meaning, Meaning.UNKNOWN)
     category = signal.category if meaning is not Meaning.UNKNOWN else None
     corroborated = signal.category if meaning is Meaning.UNKNOWN else None

@@ -26,7 +26,15 @@ from providers.telemetry.joblog.cuda_errors import kind_for_code
 from providers.telemetry.joblog.formats import compile_format
 from providers.telemetry.joblog.patterns import NCCL_ORIGIN
 from providers.telemetry.joblog.records import Message
-from providers.telemetry.joblog.signals import BY_MARKER, CUDA_CODES, SIGNALS, SLURM_STYLE, Signal, value_row
+from providers.telemetry.joblog.signals import (
+    BY_MARKER,
+    CUDA_CODES,
+    SIGNALS,
+    SLURM_STYLE,
+    Signal,
+    re2_options,
+    value_row,
+)
 
 NCCL_WARN = "NCCL WARN "
 NCCL_INFO = "NCCL INFO "
@@ -67,7 +75,7 @@ NCCL_ROWS: tuple[Signal, ...] = tuple(
 @functools.cache
 def _nccl_set() -> re2.Set:
     """Every NCCL row's format as one RE2 set, anchored at the message's start: one pass finds the rows it matches."""
-    found = re2.Set.MatchSet()
+    found = re2.Set.MatchSet(re2_options())
     for row in NCCL_ROWS:
         found.Add(matcher(row.id).regex.pattern)
     found.Compile()

@@ -31,7 +31,7 @@ import re2
 
 from providers.telemetry.joblog.lines import NodeParser
 from providers.telemetry.joblog.patterns import MAX_LINE_CHARS, PREFIX_SCAN
-from providers.telemetry.joblog.signals import STANDALONE
+from providers.telemetry.joblog.signals import STANDALONE, re2_options
 
 #: texts that make a line a candidate besides the table's markers: they open or mark what the parser follows
 STRUCTURAL = (
@@ -73,7 +73,7 @@ def _candidates() -> re2._Regexp:  # type: ignore[name-defined]
     # lines (a node's watchdog, progress and summary lines, one after the other) is one match.
     words = dict.fromkeys((*STANDALONE, *STRUCTURAL, *REREAD))
     word = b"(?:" + b"|".join(re2.escape(w.encode()) for w in words) + b")"
-    return re2.compile(word + b"[^\n]*(?:\n[^\n]*?" + word + b"[^\n]*)*")
+    return re2.compile(word + b"[^\n]*(?:\n[^\n]*?" + word + b"[^\n]*)*", re2_options())
 
 
 def candidate_words() -> tuple[str, ...]:
