@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -215,6 +216,8 @@ def main() -> None:
         )
         if outcome.attributions:
             print(f"  first evidence: {outcome.attributions[0].evidence[0].message[:200]}")
+        late = re.search(r"the flight-recorder dumps of (\d+) node folder\(s\) were not read", str(outcome.error))
+        print(f"  node folders not read before the deadline: {late.group(1) if late else 0} of {len(nodes)}")
         read_bytes = 0
         pread = fr_source._pread
 

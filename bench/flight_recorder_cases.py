@@ -9,7 +9,8 @@ PATH holds one folder per case, each with the ranks' dumps (`_dump_<rank>`, `ncc
 built in a temporary folder. For each case and layout it prints the ranks and nodes named, whether they are the
 injected ranks' nodes, and whether a node of no injected rank was named; then the same with one injected rank's dump
 removed (placed by the one scope node that left no dump, in the one-rank-a-node layout), and with each node's whole
-folder removed in the four-ranks-a-node layout (the injected ranks' nodes still expected, no other).
+folder removed in the four-ranks-a-node layout (the injected ranks' nodes still expected, no other). Last, per kind
+of variant: the answers, those naming a healthy node, and the injected ranks' nodes named of those expected.
 """
 
 from __future__ import annotations
@@ -75,11 +76,27 @@ def _run(
     return named_ranks, sorted(result.node_items), {layout(r) for r in ranks}, took
 
 
+#: per kind of variant: [answers, answers naming a healthy node, injected nodes named, injected nodes expected]
+TALLY: dict[str, list[int]] = {}
+
+
 def _show(
-    case: str, label: str, truth: set[int], ranks: list[int], nodes: list[str], want: list[str], took: float
+    case: str,
+    label: str,
+    truth: set[int],
+    ranks: list[int],
+    nodes: list[str],
+    want: list[str],
+    took: float,
+    kind: str = "",
 ) -> bool:
     healthy = sorted(set(nodes) - set(want))
     good = nodes == want and not healthy
+    tally = TALLY.setdefault(kind, [0, 0, 0, 0])
+    tally[0] += 1
+    tally[1] += bool(healthy)
+    tally[2] += len(set(nodes) & set(want))
+    tally[3] += len(want)
     print(
         f"{case:16} {label:48} injected {sorted(truth)} -> ranks {ranks} nodes {nodes}"
         f"{'' if good else '  (expected ' + str(want) + ')'}"
@@ -103,14 +120,21 @@ def main() -> None:
                     ranks, nodes, _, took = _run(case, layout, drop, work)
                     label = name + (f", rank {drop}'s dump removed" if drop is not None else "")
                     total += 1
-                    ok += _show(case.name, label, truth, ranks, nodes, sorted({layout(r) for r in truth}), took)
+                    kind = "one injected rank's dump removed" if drop is not None else "every dump, " + name
+                    want = sorted({layout(r) for r in truth})
+                    ok += _show(case.name, label, truth, ranks, nodes, want, took, kind)
             layout = LAYOUTS["4 consecutive ranks a node"]
             for node in sorted({layout(r) for r in range(16)}):
                 ranks, nodes, _, took = _run(case, layout, None, work, drop_node=node)
                 total += 1
                 label = f"4 ranks a node, {node}'s folder removed"
-                ok += _show(case.name, label, truth, ranks, nodes, sorted({layout(r) for r in truth}), took)
+                want = sorted({layout(r) for r in truth})
+                kind = "an injected node's folder removed" if node in want else "a healthy node's folder removed"
+                ok += _show(case.name, label, truth, ranks, nodes, want, took, kind)
     print(f"{ok} of {total} answered with exactly the injected ranks' nodes")
+    print(f"{'variant':48} {'answers':>7} {'healthy node named':>18} {'injected nodes named':>20}")
+    for kind, (answers, healthy, named, expected) in TALLY.items():
+        print(f"{kind:48} {answers:>7} {healthy:>18} {named:>14} of {expected:>3}")
 
 
 if __name__ == "__main__":

@@ -50,6 +50,19 @@ def list_folder(path: Path) -> list[os.DirEntry[str]]:
         return sorted(it, key=lambda e: e.name)
 
 
+def newest_first(entries: list[os.DirEntry[str]]) -> list[os.DirEntry[str]]:
+    """Folder entries by modification time, the newest first (one that cannot be looked at last): what a check lists
+    of a tree of workloads, whose newest are the ones being asked about."""
+
+    def modified(entry: os.DirEntry[str]) -> float:
+        try:
+            return entry.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    return sorted(entries, key=modified, reverse=True)
+
+
 def entry_kind(entry: os.DirEntry[str]) -> str:
     """dir, file, or why neither (symlinks are followed, as the source follows them)."""
     try:

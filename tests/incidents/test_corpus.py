@@ -32,3 +32,18 @@ def test_the_corpus_is_large_enough_and_a_third_of_it_names_a_node_and_a_third_n
     for case in ALL:
         assert f"`{case.id}`" in sources and case.source in sources
         assert set(case.logs) <= set(case.nodes)
+
+
+def test_sources_md_states_each_case_s_expected_answer_as_its_case_json_does() -> None:
+    rows = {line.split("`")[1]: line for line in (CASES.parent / "SOURCES.md").read_text().splitlines()
+            if line.startswith("| `")}  # fmt: skip
+    for case in ALL:
+        target = case.expected["target"]
+        if target == "none":
+            said = "no finding"
+        elif target == "AllJobResources":
+            said = f"AllJobResources `{case.expected['category']}`"
+        else:
+            said = f"Node `{target}` `{case.expected['category']}`"
+        answer = rows[case.id].rstrip(" |").rsplit("|", 1)[1].strip()
+        assert answer.startswith(said) and answer.endswith("(known miss)") == (case.known_miss is not None), case.id

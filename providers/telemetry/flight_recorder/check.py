@@ -13,7 +13,7 @@ from providers.base import Deadline
 from providers.telemetry.checking import ERROR, MAX_HOSTS_LISTED, WARNING, Checker, stamp
 from providers.telemetry.flight_recorder.dumps import span
 from providers.telemetry.flight_recorder.source import read_dumps
-from providers.telemetry.reading import entry_kind, list_folder
+from providers.telemetry.reading import entry_kind, list_folder, newest_first
 
 #: workload folders looked at (the newest first, by modification time), attempts per workload
 MAX_WORKLOADS_LISTED = 16
@@ -36,13 +36,7 @@ def check_flight_recorder(c: Checker, root: Path) -> dict[str, Any]:
     workloads = [e for e in entries if entry_kind(e) == "dir"]
     details["skipped"] = [{"path": e.name, "reason": "not a workload folder"} for e in entries if e not in workloads]
 
-    def modified(entry: os.DirEntry[str]) -> float:
-        try:
-            return entry.stat().st_mtime
-        except OSError:
-            return 0.0
-
-    workloads.sort(key=modified, reverse=True)
+    workloads = newest_first(workloads)
     for entry in workloads[:MAX_WORKLOADS_LISTED]:
         if c.expired(f"{entry.name}/"):
             break

@@ -2,7 +2,8 @@
 
 A rank with a dump lies on the node whose folder holds it. A rank the others waited for that left no dump is placed
 by the job logs' rank prefixes (the mapping the provider's wiring hands in: which ranks wrote on which node), or,
-when exactly one node of the scope left no dump at all, on that node; the evidence says how. A collective that
+when exactly one node of the scope left no dump at all, on that node; the evidence says how. Such ranks that share a
+group are named only when they lie on one node (one may be waiting behind another). A collective that
 differs between ranks is the job's code. Nothing here reads a file.
 """
 
@@ -76,7 +77,7 @@ def conclude(
         for note in dump.notes:
             if note not in out.notes:
                 out.notes.append(note)
-    out.no_wait = not conclusions.named and not conclusions.missing and not conclusions.mismatches
+    out.no_wait = not conclusions.waits and not conclusions.mismatches
     out.notes.extend(conclusions.notes)
     when = detected_at
     for text in conclusions.mismatches:
@@ -117,8 +118,9 @@ def _place_missing(
     if not conclusions.missing:
         return
     without = [n for n in nodes if n not in out.read_nodes]
+    placed: dict[int, tuple[str, str]] = {}
     unplaced = []
-    for rank, sentences in sorted(conclusions.missing.items()):
+    for rank in sorted(conclusions.missing):
         node = names.node_for(rank_nodes.get(rank))
         how = f"its node is the one whose job log holds its `[rank{rank}]:` lines"
         if node is None and len(without) == 1:
@@ -126,11 +128,27 @@ def _place_missing(
             how = "its node is the only scope node that left no flight-recorder dump"
         if node is None:
             unplaced.append(rank)
+        else:
+            placed[rank] = (node, how)
+    # Ranks without a dump that share a group may be waiting one behind another: they are named when they all lie
+    # on one node (the cause is there), never when they lie on several or some on no node known.
+    where: dict[int, set[str | None]] = {}
+    for rank in conclusions.missing:
+        where.setdefault(conclusions.linked.get(rank, rank), set()).add(placed[rank][0] if rank in placed else None)
+    spread = sorted(rank for rank in placed if len(where[conclusions.linked.get(rank, rank)]) > 1)
+    for rank, (node, how) in sorted(placed.items()):
+        if rank in spread:
             continue
-        for text in sentences:
+        for text in conclusions.missing[rank]:
             out.node_items.setdefault(node, []).append(
                 EvidenceItem(when, HANG, SOURCE, f"{text}; {how}", ("fr", rank, text))
             )
+    if spread:
+        out.notes.append(
+            f"the flight-recorder dumps show their ranks waiting for rank(s) {_listing(spread)}, which wrote no dump "
+            "and share a group with other such ranks not on their node (or on no node known): one may be waiting "
+            "behind another, so none of them is named"
+        )
     if unplaced:
         out.notes.append(
             f"the flight-recorder dumps show their ranks waiting for rank(s) {_listing(unplaced)}, which wrote no "

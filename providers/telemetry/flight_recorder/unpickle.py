@@ -10,7 +10,8 @@ build, persistent ids, extension codes, buffers, ...) by raising `Refused` with 
 nothing a file holds is called, imported or evaluated.
 
 Bounds: the bytes handed in (the caller reads at most its file bound), the nesting depth of the value built, the
-memo's size and every length field checked against the bytes that are left. A container fetched from the memo can
+memo's size and every length field checked against the bytes that are left; the large strings kept for reuse across
+the streams of a request (`Strings`: their count and bytes). A container fetched from the memo can
 no longer be added to (a pickle of plain data refers back only to what it finished), so no value can contain
 itself: what comes back is a finite tree, possibly sharing subtrees.
 """
@@ -24,6 +25,11 @@ from dataclasses import dataclass
 MAX_DEPTH = 32
 #: entries of the memo (every distinct string and shared container of a dump takes one)
 MAX_MEMO = 1 << 20
+#: a string of at least this many bytes is first looked up among the large strings decoded before (`Strings`)
+LARGE_STRING = 1024
+#: large strings kept for reuse, and their bytes, at most
+MAX_LARGE_STRINGS = 256
+MAX_LARGE_BYTES = 16 * 1024 * 1024
 
 _I32 = struct.Struct("<i")
 _U32 = struct.Struct("<I")
@@ -89,6 +95,34 @@ def opcode_name(op: int) -> str:
     return _NAMES.get(op, f"opcode 0x{op:02x}")
 
 
+class Strings:
+    """Large strings decoded once and reused across the streams of one request: a group table's rank list repeats
+    byte for byte in every dump of a job (the default group's names every rank). A string is reused only when the
+    bytes it is read from compare equal, byte for byte, to those it was decoded from; the text is then the same."""
+
+    __slots__ = ("_seen", "_bytes")
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[int, bytes], list[tuple[bytes, str]]] = {}
+        self._bytes = 0
+
+    def text(self, data: bytes, pos: int, n: int) -> str:
+        key = (n, data[pos : pos + 64])
+        kept = self._seen.get(key)
+        if kept is not None:
+            for raw, text in kept:
+                if data.startswith(raw, pos):
+                    return text
+        text = _text(data, pos, n)
+        if self._bytes + n <= MAX_LARGE_BYTES and (len(self._seen) < MAX_LARGE_STRINGS or kept is not None):
+            if kept is None:
+                kept = self._seen[key] = []
+            if len(kept) < 4:
+                kept.append((data[pos : pos + n], text))
+                self._bytes += n
+        return text
+
+
 class Reader:
     """One stream's state: the value stack, the marks, the memo; `run` executes opcodes from `pos` until STOP.
 
@@ -96,10 +130,18 @@ class Reader:
     stream was entered in its middle; see dumps.py).
     """
 
-    __slots__ = ("data", "end", "stack", "marks", "memo", "frozen", "depth", "tail", "max_depth", "max_memo")
+    __slots__ = (
+        "data", "end", "stack", "marks", "memo", "frozen", "depth", "tail", "max_depth", "max_memo", "strings",
+    )  # fmt: skip
 
     def __init__(
-        self, data: bytes, *, tail: bool = False, max_depth: int = MAX_DEPTH, max_memo: int = MAX_MEMO
+        self,
+        data: bytes,
+        *,
+        tail: bool = False,
+        max_depth: int = MAX_DEPTH,
+        max_memo: int = MAX_MEMO,
+        strings: Strings | None = None,
     ) -> None:
         self.data = data
         self.end = len(data)
@@ -112,6 +154,8 @@ class Reader:
         self.tail = tail
         self.max_depth = max_depth
         self.max_memo = max_memo
+        #: large strings decoded before, reused when their bytes compare equal
+        self.strings = strings
 
     # The loop is one function with the opcodes in the order a dump uses them most: per opcode it does a comparison
     # chain and a few list operations, no call.
@@ -126,6 +170,8 @@ class Reader:
         frozen = self.frozen
         depth = self.depth
         max_depth = self.max_depth
+        max_memo = self.max_memo
+        strings = self.strings
         while pos < end:
             op = data[pos]
             pos += 1
@@ -141,10 +187,15 @@ class Reader:
                 pos += 1
             elif op == 0x28:  # MARK
                 marks.append(len(stack))
-            elif op == 0x71:  # BINPUT
+            elif op == 0x71:  # BINPUT (`_put`, inline: a dump stores every new string)
                 if pos >= end:
                     break
-                self._put(data[pos], pos)
+                if not stack or len(stack) == (marks[-1] if marks else 0):
+                    raise Refused(f"a memo store with nothing to store at offset {pos - 1}")
+                index = data[pos]
+                if index not in memo and len(memo) >= max_memo:
+                    raise Refused(f"more than {max_memo} memo entries at offset {pos - 1}")
+                memo[index] = stack[-1]
                 pos += 1
             elif op == 0x58:  # BINUNICODE
                 if pos + 4 > end:
@@ -153,7 +204,10 @@ class Reader:
                 pos += 4
                 if n > end - pos:
                     raise Refused(f"a string of {n} bytes at offset {pos - 5} runs past the end")
-                stack.append(_text(data, pos, n))
+                if n >= LARGE_STRING and strings is not None:
+                    stack.append(strings.text(data, pos, n))
+                else:
+                    stack.append(data[pos : pos + n].decode("utf-8", "backslashreplace"))  # `_text`, inline
                 pos += n
             elif op == 0x5D:  # EMPTY_LIST
                 stack.append([])
@@ -305,7 +359,10 @@ class Reader:
                 pos += 8
                 if n > end - pos:
                     raise Refused(f"a string of {n} bytes at offset {pos - 9} runs past the end")
-                stack.append(_text(data, pos, n))
+                if n >= LARGE_STRING and strings is not None:
+                    stack.append(strings.text(data, pos, n))
+                else:
+                    stack.append(_text(data, pos, n))
                 pos += n
             elif op == 0x94:  # MEMOIZE (Python's pickler, protocol 4 and later)
                 self._put(len(memo), pos + 1)

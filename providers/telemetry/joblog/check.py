@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from providers.telemetry.checking import ERROR, MAX_HOSTS_LISTED, MAX_SKIPPED_LISTED, WARNING, Checker
 from providers.telemetry.joblog.files import parse_file_name
-from providers.telemetry.reading import entry_kind, list_folder
+from providers.telemetry.reading import entry_kind, list_folder, newest_first
 
 #: workload folders of the job-log directory looked at (the newest first, by modification time)
 MAX_WORKLOADS_LISTED = 16
@@ -30,13 +29,7 @@ def check_job_logs(c: Checker, root: Path) -> dict[str, Any]:
             reason = kind if kind != "file" else "a file, not a workload folder"
             details["skipped"].append({"path": entry.name, "reason": reason})
 
-    def modified(entry: os.DirEntry[str]) -> float:
-        try:
-            return entry.stat().st_mtime
-        except OSError:
-            return 0.0
-
-    workloads.sort(key=modified, reverse=True)
+    workloads = newest_first(workloads)
     for entry in workloads[:MAX_WORKLOADS_LISTED]:
         if c.expired(f"{entry.name}/"):
             break

@@ -3,8 +3,11 @@ torchelastic as compiled patterns, and the small parsers over them.
 
 Every regular expression here is applied with `match` at a known position (found with `str.find`), every
 quantifier is bounded and possessive, and no quantifier holds another one that can repeat: a match costs at most
-one pass over the (bounded) line, whatever the line holds. `tests/joblog/test_patterns.py` checks this on the
-compiled patterns. Formats and the public reports they were taken from are listed in `docs/job-logs.md`.
+one pass over the (bounded) line, whatever the line holds. An optional part that holds alternatives is a choice
+with an empty alternative (`(?:a|b|)`), never a possessive `(?:a|b)?+`: CPython before 3.11.5 (Debian bookworm's
+is 3.11.2) matches a possessive part that can backtrack wrongly. `tests/joblog/test_patterns.py` and
+`tests/robustness/test_patterns_on_python_3_11_2.py` check both on the compiled patterns. Formats and the public
+reports they were taken from are listed in `docs/job-logs.md`.
 """
 
 from __future__ import annotations
@@ -35,13 +38,13 @@ HOST_CHARS = 253
 
 _TS = (
     r"(?P<date>\d{4}-\d{2}-\d{2})[T ](?P<clock>\d{2}:\d{2}:\d{2})(?:[.,](?P<frac>\d{1,9}+))?+"
-    r"(?P<zone>Z|[+-]\d{2}:?+\d{2})?+"
+    r"(?:(?P<zone>Z|[+-]\d{2}:?+\d{2})|)"
 )
 #: Kubernetes CRI (`<RFC 3339> stdout|stderr F|P <line>`), also with the host a collector put after the time
 CRI = re.compile(_TS + r" (?P<stream>stdout|stderr) (?P<flag>[FP]) ")
 CRI_HOST = re.compile(_TS + rf" (?P<host>[^\s]{{1,{HOST_CHARS}}}+) (?P<stream>stdout|stderr) (?P<flag>[FP]) ")
 #: any other collector that starts a line with an RFC 3339 time (and maybe `stdout`/`stderr`)
-STAMP = re.compile(_TS + r" (?:(?P<stream>stdout|stderr) )?+")
+STAMP = re.compile(_TS + r" (?:(?P<stream>stdout|stderr) |)")
 #: `srun --label` puts the task number before each line
 SRUN_LABEL = re.compile(r" {0,8}+\d{1,7}+: ")
 #: PyTorch 2.2+ puts the global rank before every line a rank writes
@@ -51,7 +54,7 @@ ROLE_PREFIX = re.compile(r"\[[A-Za-z_][A-Za-z0-9_-]{0,63}+\]:")
 #: ProcessGroupNCCL's log prefix: `[Rank N]`, `[PG 1 Rank N]`, `[PG 0 (default_pg) Rank N]`,
 #: `[PG ID 0 PG GUID 0(default_pg) Rank N]` (N is the rank within that process group)
 MARKER = re.compile(
-    r"\[(?:PG (?:ID )?+(?P<pg>\d{1,9}+)(?: PG GUID (?P<guid>[^\]\s]{1,128}+)| \((?P<name>[^)\]]{1,128}+)\))?+ )?+"
+    r"\[(?:PG (?:ID )?+(?P<pg>\d{1,9}+)(?: PG GUID (?P<guid>[^\]\s]{1,128}+)| \((?P<name>[^)\]]{1,128}+)\)|) |)"
     r"Rank (?P<rank>\d{1,9}+)\]"
 )
 WATCHDOG = re.compile(

@@ -66,12 +66,14 @@ _FEW_LINES = 32
 #: characters; a byte offset is never less than the character offset)
 _RANK_REACH = PREFIX_SCAN - len(_RANK)
 #: a gap line's rank prefix as the parser finds it: the line's first `[rank`, well formed, within reach. The first
-#: form is the usual line (no `[` before the prefix), the second allows other brackets (torchrun's `[default0]:`)
+#: form is the usual line (no `[` before the prefix), the second allows other brackets (torchrun's `[default0]:`).
+#: Neither holds a possessive part that can backtrack (tests/robustness/test_patterns_on_python_3_11_2.py): the
+#: second's repeat gives back at most its bound, and only where no `[rank` is placed
 _RANK_LINE = re.compile(rb"\n[^\n\[]{0,%d}+\[rank(\d{1,9}+)\]:" % _RANK_REACH)
-_RANK_LINE_BRACKETS = re.compile(rb"\n(?:[^\n\[]|\[(?!rank)){0,%d}+\[rank(\d{1,9}+)\]:" % _RANK_REACH)
+_RANK_LINE_BRACKETS = re.compile(rb"\n(?:[^\n\[]|\[(?!rank)){0,%d}\[rank(\d{1,9}+)\]:" % _RANK_REACH)
 #: every `[rank` of a gap, with its rank key when it starts its line, well formed (the usual line), else b"": one pass
 #: (a search for the literal `[rank`) both counts them and reads the keys
-_RANK_AT_START = re.compile(rb"\[rank(?:(?<=\n\[rank)(\d{1,9}+)\]:)?+")
+_RANK_AT_START = re.compile(rb"\[rank(?:(?<=\n\[rank)(\d{1,9}+)\]:|)")
 _RANK_KEY = re.compile(rb"\[rank(\d{1,9}+)\]:")
 #: the keys of the rank prefixes that start the lines of a stretch after its first (where the search for unknown keys
 #: starts from); a search for its literal start, which `^` would not allow

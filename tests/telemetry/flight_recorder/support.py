@@ -143,3 +143,72 @@ def dump_210(entries: list[dict[str, object]], ranks: str = "[0, 1, 2, 3]") -> d
         },
         "entries": entries,
     }
+
+
+def step_job(culprit: int, *, tp: int = 2, fault: str = "stopped", steps: int = 3) -> dict[int, bytes]:
+    """A hang of 8 ranks as version-2.10 NCCL dumps (rank -> pickle): tensor-parallel groups of `tp` consecutive
+    ranks, data-parallel groups of the ranks `tp` apart, each in every member's group table with the default group; a
+    step is a tensor-parallel all_gather, then a data-parallel all_reduce. After `steps` steps:
+
+    - `stopped` (the kind NVIDIA injects as LOCK_GIL): the culprit issues nothing more; its tensor-parallel peers wait
+      in the next all_gather; every other rank finished that all_gather and waits in the all_reduce (for the culprit,
+      or for the culprit's peers, which never reached it);
+    - `gpu` (as GPU_ERROR): the culprit's next all_gather never completes on it (it ran on its peers, which went on:
+      they finished the all_reduce and wait in the all_gather after it); the culprit's data-parallel peers wait for it
+      in the all_reduce, and their tensor-parallel peers for them in the all_gather after it.
+    """
+    world = 8
+    everyone = list(range(world))
+
+    def tp_of(r: int) -> list[int]:
+        return list(range(r - r % tp, r - r % tp + tp))
+
+    def dp_of(r: int) -> list[int]:
+        return list(range(r % tp, world, tp))
+
+    out = {}
+    for rank in everyone:
+        groups = {
+            "0": ("default_pg", everyone),
+            f"tp{tp_of(rank)[0]}": ("TENSOR_MODEL_PARALLEL_GROUP", tp_of(rank)),
+            f"dp{dp_of(rank)[0]}": ("DATA_PARALLEL_GROUP", dp_of(rank)),
+        }
+        rows: list[dict[str, object]] = []
+
+        def add(kind: str, seq: int, state: str, rank: int = rank, groups: dict = groups, rows: list = rows) -> None:
+            group = f"tp{tp_of(rank)[0]}" if kind == "tp" else f"dp{dp_of(rank)[0]}"
+            op = "nccl:_all_gather_base" if kind == "tp" else "nccl:all_reduce"
+            rows.append(entry(group, seq, state, op, record=len(rows), desc=groups[group][0]))
+            rows[-1]["time_created_ns"] = 1_790_000_000_000_000_000 + len(rows) * 1_000_000
+
+        for step in range(1, steps + 1):
+            add("tp", step, "completed")
+            add("dp", step, "completed")
+        s = steps + 1
+        if rank == culprit:
+            if fault == "gpu":
+                add("tp", s, "scheduled")
+        elif fault == "stopped" and rank in tp_of(culprit):
+            add("tp", s, "scheduled")
+        elif fault == "stopped" or rank in dp_of(culprit):
+            add("tp", s, "completed")
+            add("dp", s, "scheduled")
+        else:
+            add("tp", s, "completed")
+            add("dp", s, "completed")
+            add("tp", s + 1, "scheduled")
+        dump = dump_210(rows)
+        dump["pg_config"] = {
+            name: {"name": name, "desc": desc, "ranks": "[" + ", ".join(map(str, ranks)) + "]"}
+            for name, (desc, ranks) in groups.items()
+        }
+        out[rank] = pickled(dump)
+    return out
+
+
+def write_job(folder: Path, dumps: dict[int, bytes], node_of: dict[int, str]) -> Path:
+    """`dumps` laid out as `<folder>/<node>/nccl_trace_rank_<rank>` by `node_of`; returns `folder`."""
+    for rank, data in dumps.items():
+        (folder / node_of[rank]).mkdir(parents=True, exist_ok=True)
+        (folder / node_of[rank] / f"nccl_trace_rank_{rank}").write_bytes(data)
+    return folder

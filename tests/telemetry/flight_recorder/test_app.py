@@ -14,7 +14,7 @@ from providers.telemetry import TelemetryProvider
 from tests.joblog import fixtures as fx
 from tests.joblog.support import T0, write_tree
 from tests.telemetry.conftest import fast_body, rsyslog, write_lines, xid
-from tests.telemetry.flight_recorder.support import FIXTURES
+from tests.telemetry.flight_recorder.support import FIXTURES, step_job, write_job
 
 WORKLOAD = "job-1"
 DETECTED = T0 + timedelta(minutes=2)
@@ -22,22 +22,22 @@ DETECTED = T0 + timedelta(minutes=2)
 
 def _ask(
     root: Path,
-    case: str,
+    case: str | Path,
     nodes: list[str],
     ranks: list[int],
     kernel: dict[str, list[str]] | None = None,
     replace: dict[str, bytes] | None = None,
     jobs: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
-    """Write the kernel logs, the dumps of fixture `case` (with `replace`'s files put in) and `jobs`' job logs, then
-    POST a fast request for `nodes` and return the answer's body."""
+    """Write the kernel logs, the dumps of fixture `case` (or of the folder `case`, with `replace`'s files put in) and
+    `jobs`' job logs, then POST a fast request for `nodes` and return the answer's body."""
     for node in nodes:
         lines = [
             rsyslog(T0, node, "IPv6: ADDRCONF(NETDEV_CHANGE): ib0: link becomes ready"),
             *(kernel or {}).get(node, []),
         ]
         write_lines(root / "kernel" / f"{node}.log", lines)
-    shutil.copytree(FIXTURES / case, root / "fr" / WORKLOAD / "0")
+    shutil.copytree(FIXTURES / case if isinstance(case, str) else case, root / "fr" / WORKLOAD / "0")
     for name, data in (replace or {}).items():
         (root / "fr" / WORKLOAD / "0" / name).write_bytes(data)
     options = {
@@ -124,3 +124,28 @@ def test_a_mismatch_beside_a_node_finding_is_a_note(tmp_path: Path) -> None:
     body = _ask(tmp_path, "v2.10/mismatch_op", ["node-0", "node-1"], [0, 1, 2, 3], kernel)
     assert _findings(body) == [("node-1", "gpu_off_bus")]
     assert "the flight-recorder dumps show collectives that differ between ranks" in body["error"]["message"]
+
+
+def test_a_node_whose_dumps_were_not_collected_is_not_named_beside_the_culprit(tmp_path: Path) -> None:
+    # rank 5 (node-2) stopped; node-0's dumps are not there: its ranks' peers wait for them, but rank 5 holds back
+    # their groups, so the answer names node-2 alone and says why ranks 0 and 1 are not named
+    node_of = {r: f"node-{r // 2}" for r in range(8)}
+    dumps = {r: d for r, d in step_job(5).items() if node_of[r] != "node-0"}
+    write_job(tmp_path / "dumps", dumps, node_of)
+    body = _ask(tmp_path, tmp_path / "dumps", [f"node-{n}" for n in range(4)], list(range(8)))
+    assert _findings(body) == [("node-2", "collective_hang")]
+    assert all(e["message"].startswith("rank 5 ") for e in body["attributions"][0]["evidence"])
+    assert "rank(s) 0, 1 wrote no flight-recorder dump and are not named" in body["error"]["message"]
+
+
+def test_a_culprit_without_its_dump_is_named_on_the_one_node_without_dumps(tmp_path: Path) -> None:
+    node_of = {r: f"node-{r // 2}" for r in range(8)}
+    dumps = {r: d for r, d in step_job(5).items() if node_of[r] != "node-2"}
+    write_job(tmp_path / "dumps", dumps, node_of)
+    body = _ask(tmp_path, tmp_path / "dumps", [f"node-{n}" for n in range(4)], list(range(8)))
+    assert _findings(body) == [("node-2", "collective_hang")]
+    assert any(
+        e["message"].startswith("rank 5 wrote no flight-recorder dump")
+        and e["message"].endswith("its node is the only scope node that left no flight-recorder dump")
+        for e in body["attributions"][0]["evidence"]
+    )
