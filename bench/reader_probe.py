@@ -8,9 +8,13 @@ node's tail of the bytes the reader takes (the request's bound shared out: 56 Ki
 2. the probe: a loop that `pread`s each tail and runs one compiled pattern (Python's `re`, its literal prefix) for the
    progress line's `last completed NCCL work: N`, converting only the matches to numbers: it reads one line shape,
    knows nothing of the signal table, of where a rank wrote, of collector prefixes or of blocks;
-3. the exact reader's byte-level part alone: the same reads, the search for every marker of the signal table (one RE2
-   pattern, `prefilter._candidates`) and the count of each rank's lines (one pass for `[rank`), nothing parsed;
-4. the reader itself (`scan_job_logs`, no deadline): (3), plus every candidate line parsed into records.
+3. the exact reader's byte-level part alone: the same reads, the search for every marker of the signal table
+   (Hyperscan, `prefilter._SEARCH`: each match with its marker, the candidate lines found), the ranks that wrote in
+   the lines before the first candidate (`prefilter._line_start_keys`: a search for a `[rank` whose key is not yet
+   known) with each one's last line (`bytes.rfind`) and the count of lines, nothing parsed;
+4. the same search by RE2 (one pattern of every candidate word, as the reader searched before it used Hyperscan),
+   for the engines' comparison;
+5. the reader itself (`scan_job_logs`, no deadline): (3), plus every candidate line parsed into records.
 
     python bench/reader_probe.py --tree /var/tmp/fleet [--rounds 3] [--nodes 4096]
 """
@@ -24,8 +28,9 @@ import statistics
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
+
+import re2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -34,7 +39,11 @@ from providers.base import Deadline  # noqa: E402
 from providers.telemetry.collection import collector_paused  # noqa: E402
 from providers.telemetry.joblog import ReadLimits, scan_job_logs  # noqa: E402
 from providers.telemetry.joblog.files import shared_bytes  # noqa: E402
-from providers.telemetry.joblog.prefilter import _RANK_AT_START, _candidates  # noqa: E402
+from providers.telemetry.joblog.prefilter import (  # noqa: E402
+    _SEARCH,
+    _line_start_keys,
+    candidate_words,
+)
 
 PROGRESS = re.compile(rb"last completed NCCL work: (\d+)")
 
@@ -59,15 +68,30 @@ def probe(paths: list[str], share: int) -> int:
 
 
 def byte_level(paths: list[str], share: int) -> int:
-    """The exact reader's byte-level work: the table's search and each rank's lines counted."""
-    search = _candidates()
+    """The exact reader's byte-level work: the table's search, the ranks placed, the lines counted."""
+    runs = 0
+    for fd, at in _tails(paths, share):
+        data = os.pread(fd, share, at)
+        os.close(fd)
+        data = data[data.find(b"\n") + 1 :]
+        candidates = _SEARCH.lines(data)
+        runs += len(candidates)
+        first = candidates[0][0] if candidates else len(data)
+        for key in _line_start_keys(data, 0, first) or ():
+            data.rfind(b"[rank" + key + b"]:", 0, first)
+        data.count(b"\n")
+    return runs
+
+
+def re2_search(paths: list[str], share: int) -> int:
+    """The same search by RE2: one pattern of every candidate word, each match run to the end of its line."""
+    word = b"(?:" + b"|".join(re2.escape(w.encode()) for w in candidate_words()) + b")"
+    search = re2.compile(word + b"[^\n]*")
     runs = 0
     for fd, at in _tails(paths, share):
         data = os.pread(fd, share, at)
         os.close(fd)
         runs += sum(1 for _ in search.finditer(data))
-        Counter(_RANK_AT_START.findall(data))
-        data.count(b"\n")
     return runs
 
 
@@ -99,7 +123,8 @@ def main() -> None:
     steps = {
         "tail -c | grep -c (C tools)": lambda: c_tools(paths, share),
         "probe: pread + one re pattern, matches to numbers": lambda: probe(paths, share),
-        "exact reader's byte level: the table's search + ranks counted": lambda: byte_level(paths, share),
+        "exact reader's byte level: Hyperscan's search, ranks placed, lines counted": lambda: byte_level(paths, share),
+        "the same search by RE2 (one pattern)": lambda: re2_search(paths, share),
         "the reader (scan_job_logs)": lambda: reader(jobs, names),
     }
     print(f"{len(names)} nodes, {share} bytes a node ({share * len(names) / 2**20:.0f} MiB), load {os.getloadavg()}")

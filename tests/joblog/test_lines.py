@@ -31,8 +31,8 @@ from tests.joblog.support import T0, cri, parse
 def test_global_rank_prefix_places_the_rank_even_behind_an_unknown_prefix() -> None:
     log = parse(fx.LLAMAFACTORY_7396)
     assert set(log.ranks) == {0, 3, 4}
-    assert log.ranks[0].lines == 2 and not log.ranks[0].marker_only
-    assert log.ranks[0].last.text == fx.LLAMAFACTORY_7396[2]
+    assert not log.ranks[0].marker_only
+    assert log.ranks[0].last.text == fx.LLAMAFACTORY_7396[2] and log.ranks[0].last.number == 3
 
 
 def test_markers_of_every_pytorch_version_are_read() -> None:
@@ -48,6 +48,24 @@ def test_markers_of_every_pytorch_version_are_read() -> None:
         records = [*log.timeouts, *log.progress, *log.cuda]
         assert records and records[0].group == group, line
     assert GroupRank("0", 1).default_group and not GroupRank("1", 1).default_group
+
+
+@pytest.mark.parametrize(("marker", "group"), [
+    ("[PG 3 (a Rank 9 group) Rank 5]", GroupRank("3", 5, "a Rank 9 group")),  # `Rank ` inside the group's name
+    ("[Rank \u0663]", GroupRank(None, 3)),  # a rank in other decimal digits, as the pattern reads them
+    ("[Rank \u00b2]", None),  # a superscript is no decimal digit
+    ("[Rank 1234567890]", None),  # more digits than a rank has
+    ("[PG ID 1 PG GUID 7(mesh) Rank 12]", GroupRank("1", 12, "7(mesh)")),
+    ("[PG Rank 3]", None),
+])
+def test_a_marker_is_read_by_its_whole_text(marker: str, group: GroupRank | None) -> None:
+    # the part before a marker's rank is read once for all ranks; what a marker names is what its whole text says
+    log = parse([f"[rank2]:[E909 17:59:58.414640000 ProcessGroupNCCL.cpp:616] {marker} Watchdog caught collective "
+                 "operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+                 "ran for 600067 milliseconds before timing out."])
+    assert log.timeouts[0].group == group
+    if group is not None:
+        assert log.timeouts[0].group.identity == group.identity
 
 
 def test_a_default_group_marker_places_a_rank_without_prefix_but_another_group_does_not() -> None:

@@ -68,7 +68,7 @@ from providers.telemetry.joblog.records import (
     WatchdogTimeout,
     WorkProgress,
 )
-from providers.telemetry.joblog.signals import BY_ID, CHECK_SITE, Hits, hits_in, signals_in
+from providers.telemetry.joblog.signals import BY_ID, CHECK_SITE, MARKERS, Hits, hits_in, hits_of, signals_in
 
 # ---------------------------------------------------------------- the node parser
 
@@ -95,6 +95,33 @@ _Stamp = re.Match[str] | datetime | None
 _Split = tuple[str, str, _Stamp]
 
 
+#: what a search of a line's bytes found in it (`prefilter.feed_tail`): the ids of the table's markers it matched
+#: (their indices in `signals.MARKERS`), in the order found; the first start and the last end among those matches,
+#: relative to the line's start; every match as (end, id) in the data, where the line starts in it, and each id's
+#: length in bytes
+Marks = tuple[tuple[int, ...], int, int, list[tuple[int, int]], int, tuple[int, ...]]
+_TABLE_MARKERS = len(MARKERS)
+#: the rows of a line's markers by the ids the search found, in the order found (lines of one shape repeat them)
+_BY_FOUND: dict[tuple[int, ...], Hits] = {}
+_BY_FOUND_MAX = 4096
+
+
+def _marked(marks: Marks, low: int, high: int) -> Hits:
+    """The rows of the table's markers a search found between `low` and `high` of the line (its message text)."""
+    found, first, last, every, head, lengths = marks
+    if first < low or last > high:  # a match in a prefix, or past where the line is cut
+        low, high = low + head, high + head
+        return hits_of(tuple(sorted(
+            {i for end, i in every if i < _TABLE_MARKERS and end <= high and end - lengths[i] >= low}
+        )))
+    hits = _BY_FOUND.get(found)
+    if hits is None:
+        if len(_BY_FOUND) >= _BY_FOUND_MAX:
+            _BY_FOUND.clear()
+        hits = _BY_FOUND[found] = hits_of(tuple(sorted(set(found))))
+    return hits
+
+
 def _observed(stamp: _Stamp) -> datetime | None:
     return stamp if stamp is None or isinstance(stamp, datetime) else parse_stamp(stamp)
 
@@ -106,7 +133,7 @@ class NodeParser:
         self.node = node
         self._resolve = resolve
         self._number = 0
-        self._seen: dict[int, list[Any]] = {}  # rank -> [lines, number of the last, its text, its stamp, marker only]
+        self._seen: dict[int, list[Any]] = {}  # rank -> [number of its last line, its text, its stamp, marker only]
         self._current: tuple[str, _Stamp] = ("", None)
         self._current_line: LogLine | None = None
         self._timeouts: list[WatchdogTimeout] = []
@@ -128,8 +155,10 @@ class NodeParser:
 
     # ------------------------------------------------------------ input
 
-    def feed(self, raw: str) -> None:
-        """Take the next line (without its newline)."""
+    def feed(self, raw: str, marks: Marks | None = None) -> None:
+        """Take the next line (without its newline). `marks`, from a search of the line's bytes that already found
+        the markers it holds (`prefilter.feed_tail`), are (start, end, id) of each match in the line: a marker of
+        the signal table has its index in `signals.MARKERS` as id."""
         self._number += 1
         if (
             raw[:5] == "[rank"
@@ -138,7 +167,7 @@ class NodeParser:
         ):
             m = RANK_PREFIX.match(raw)
             if m is not None:
-                self._ranked(raw if len(raw) <= MAX_LINE_CHARS else raw[:MAX_LINE_CHARS], m)
+                self._ranked(raw if len(raw) <= MAX_LINE_CHARS else raw[:MAX_LINE_CHARS], m, marks)
                 return
         if raw[:1] == "[" and raw.isprintable():
             # What `_split` makes of it: nothing to clean (`sanitize` only cuts it), and no collector prefix starts
@@ -165,7 +194,10 @@ class NodeParser:
             m = ROLE_PREFIX.match(body)
             if m:
                 body = body[m.end() :].removeprefix(" ")
-        hits = hits_in(body)
+        if marks is not None and raw.isascii() and text == raw[:MAX_LINE_CHARS] and text.endswith(body):
+            hits = _marked(marks, len(text) - len(body), len(text))  # the line as it stands: the search's markers
+        else:
+            hits = hits_in(body)
         group = self._marker(body) if rank is None or hits.rows or self._pending_desync else None
         if rank is not None:
             self._last_prefixed_rank = rank
@@ -182,7 +214,7 @@ class NodeParser:
         if hits.rows:
             self._records(rank, group, body, self._line(), hits, quoted)
 
-    def _ranked(self, text: str, m: re.Match[str]) -> None:
+    def _ranked(self, text: str, m: re.Match[str], marks: Marks | None) -> None:
         """`feed` for the usual line of a rank, `[rankN]:` first, nothing to clean, no traceback open and no desync
         report waiting for its process group, no `Last error:` waiting for its quote: the same steps, without those that
         cannot apply."""
@@ -192,15 +224,17 @@ class NodeParser:
             body = body[1:]
         self._current = (text, None)
         self._current_line = None
-        hits = hits_in(body)
+        if marks is not None and text.isascii():
+            hits = _marked(marks, len(text) - len(body), len(text))
+        else:
+            hits = hits_in(body)
         self._last_prefixed_rank = rank
         seen = self._seen.get(rank)
         if seen is None:
             if len(self._seen) < MAX_RECORDS:
-                self._seen[rank] = [1, self._number, text, None, False]
+                self._seen[rank] = [self._number, text, None, False]
         else:
-            seen[0] += 1
-            seen[1], seen[2], seen[3], seen[4] = self._number, text, None, False
+            seen[0], seen[1], seen[2], seen[3] = self._number, text, None, False
         if body.startswith("Traceback"):
             self._traceback(rank, body)
         if hits.rows:
@@ -243,12 +277,12 @@ class NodeParser:
             self._elastic_section is not None or self._elastic_entry is not None
         )
 
-    def absorb(self, lines: int, seen: dict[int, tuple[int, int, str]], last_rank: int | None) -> None:
+    def absorb(self, lines: int, seen: dict[int, tuple[int, str]], last_rank: int | None) -> None:
         """Take `lines` lines at once that hold no marker and open no block (`prefilter.feed_tail` finds them):
-        they only place ranks. `seen` maps each rank to (its prefixed lines among them, the 1-based position of its
-        last one, that line's text), in order of first sight; `last_rank` is the rank of the last prefixed line."""
+        they only place ranks. `seen` maps each rank that prefixes some of them to (the 1-based position of its last
+        one, that line's text), in order of first sight; `last_rank` is the rank of the last prefixed line."""
         base = self._number
-        for rank, (count, index, raw) in seen.items():
+        for rank, (index, raw) in seen.items():
             split = self._split(raw)
             if split is None:  # a CRI partial line is never absorbed; read it as fed, should one come
                 continue
@@ -257,10 +291,9 @@ class NodeParser:
             if entry is None:
                 if len(self._seen) >= MAX_RECORDS:
                     continue
-                self._seen[rank] = [count, base + index, text, stamp, False]
+                self._seen[rank] = [base + index, text, stamp, False]
             else:
-                entry[0] += count
-                entry[1], entry[2], entry[3], entry[4] = base + index, text, stamp, False
+                entry[0], entry[1], entry[2], entry[3] = base + index, text, stamp, False
         self._number = base + lines
         if last_rank is not None:
             self._last_prefixed_rank = last_rank
@@ -280,8 +313,8 @@ class NodeParser:
             node=self.node,
             lines=self._number,
             ranks={
-                rank: RankSighting(count, LogLine(text[:MAX_TEXT], _observed(stamp), number), marker_only)
-                for rank, (count, number, text, stamp, marker_only) in self._seen.items()
+                rank: RankSighting(LogLine(text[:MAX_TEXT], _observed(stamp), number), marker_only)
+                for rank, (number, text, stamp, marker_only) in self._seen.items()
             },
             timeouts=tuple(self._timeouts),
             progress=tuple(self._progress),
@@ -367,11 +400,10 @@ class NodeParser:
         if seen is None:
             if len(self._seen) >= MAX_RECORDS:
                 return
-            self._seen[rank] = [1, self._number, text, stamp, marker_only]
+            self._seen[rank] = [self._number, text, stamp, marker_only]
         else:
-            seen[0] += 1
-            seen[1], seen[2], seen[3] = self._number, text, stamp
-            seen[4] = seen[4] and marker_only
+            seen[0], seen[1], seen[2] = self._number, text, stamp
+            seen[3] = seen[3] and marker_only
 
     def _keep(self, records: list[Any], record: object) -> None:
         if len(records) < MAX_RECORDS:
@@ -683,9 +715,26 @@ LAST_ERROR_LINES = 8
 _MARKER_CHARS = 200
 
 
-@functools.lru_cache(maxsize=16384)
 def _group(marker: str) -> GroupRank | None:
-    """The process group and rank a marker's text names (the ranks of a node repeat theirs on line after line)."""
+    """The process group and rank a marker's text names. The text before its rank is read once per distinct text
+    (a job's markers differ by their rank only, and a fleet's ranks are more than any cache of whole markers)."""
+    at = marker.rfind("Rank ")
+    digits = marker[at + 5 : -1]
+    if at < 0 or not (0 < len(digits) <= 9 and digits.isdecimal()):
+        return _whole_group(marker)
+    found = _group_head(marker[:at])
+    return None if found is None else GroupRank(found[0], int(digits), found[1])
+
+
+@functools.lru_cache(maxsize=1024)
+def _group_head(head: str) -> tuple[str | None, str | None] | None:
+    """(process group, its name) a marker's text before `Rank N]` names, or None when no marker starts so: the rank
+    group of `MARKER` ends it, so any rank reads alike."""
+    found = _whole_group(head + "Rank 0]")
+    return None if found is None else (found.pg, found.identity)
+
+
+def _whole_group(marker: str) -> GroupRank | None:
     m = MARKER.match(marker)
     return GroupRank(m.group("pg"), int(m.group("rank")), m.group("guid") or m.group("name")) if m else None
 

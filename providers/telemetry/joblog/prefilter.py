@@ -1,37 +1,45 @@
-"""The byte-level reader of a node's tail: only the lines that may give a record go through the node parser.
+"""The byte-level reader of a node's tail: Python runs per match and per decisive line, never per line.
 
 Most of a training job's output says nothing about a failure: loss lines, progress bars, NCCL's INFO lines. The
 node parser (`lines.NodeParser`) takes from such a line only that the line exists and, when it carries a `[rankN]:`
 prefix, that its rank wrote there. `feed_tail` therefore looks at a node's tail as bytes:
 
-- one RE2 search (a DFA: one pass over the bytes, whatever the number of words) finds the next run of *candidate*
-  lines, one after the other: a line holding a marker of the signal table (`signals.STANDALONE`), a text that opens
-  a block the parser follows (`Traceback (most recent call last):`, torchelastic's `Failures:` and `Root Cause`), a
-  process-group marker (`[PG `, `[Rank `), or bytes the parser reads another way than they stand (a Docker JSON
-  line, a CRI partial line, a terminal escape, a NUL);
-- candidate lines, and every line while the parser is inside a block (a traceback, torchelastic's summary, a CRI
-  line in parts), are decoded and fed to the parser one by one, as the line reader always did;
-- the lines between two candidates (a *gap*) are taken in bulk: their count, and for each rank the number of its
-  prefixed lines and its last one, found by byte searches. Only the last line of each rank is decoded.
+- one Hyperscan scan (`_Search`: every marker of the signal table, `signals.MARKERS`, and the texts that open or
+  mark what the parser follows or that it reads another way than they stand, one literal pattern each) reports each
+  match with the marker it is. The lines holding a match of a standalone marker (`signals.STANDALONE`) or of one of
+  those texts are the *candidate* lines; the others' matches (a context-only marker alone) decide nothing. Each
+  candidate line is decoded and fed to the parser with the markers the scan found in it (`NodeParser.feed`'s
+  `marks`), so the parser does not search the line again where the line is as it stands;
+- every line while the parser is inside a block (a traceback, torchelastic's summary, a CRI line in parts, a
+  `Last error:` waiting for its quote) is fed one by one, as the line reader always did; torchelastic's summary is cut
+  out of the buffer up to its closing line and taken at once where nothing else can apply to its lines;
+- the lines between candidates (a *gap*) are taken in bulk: their count (one count of newlines) and each rank's last
+  line, found by C-level searches and never by splitting lines. Where every `[rank` of the gap starts its line (the
+  usual job log), the ranks that wrote there are the keys of a search for a `[rank` whose key is not yet known (a
+  negative lookahead of the known ones, compiled once per set of keys: `_unknown_rank`), started from the keys of the
+  gap's first lines (a short gap: every line's key found at once, and its `[rank`s counted to be as many), and each
+  rank's last line is `bytes.rfind(b"[rankN]:")`. Only those last lines are decoded.
+- a gap holding a `[rank` that does not start its line (behind a collector's time, a host, a label, a second prefix on
+  a line, a malformed one) is read by the byte patterns that place a prefix as the parser does (`_skip_placed`):
+  the line's first `[rank`, well formed, within the first 512 bytes; a stretch holding any other `[rank` is halved
+  until the parts that hold one are a few lines, which are fed line by line.
 
-The bulk step is exact only for the lines whose rank prefix a byte pattern finds as the parser would: the first
-`[rank` of the line is its prefix, well formed, within the first 512 bytes. A gap holding any other `[rank` (a
-second one on a line, one further in, a malformed one) is halved until the parts that hold one are a few lines,
-which are fed line by line, so what the parser keeps is the same as when it reads every line:
-`tests/joblog/test_prefilter.py` compares the two on the real and generated logs of the tests.
+What the parser keeps is the same as when it reads every line: `tests/joblog/test_prefilter.py` compares the two on
+the real and generated logs of the tests and on every row of the signal table.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import threading
 from collections import Counter
 
-import re2
+import hyperscan
 
-from providers.telemetry.joblog.lines import NodeParser
+from providers.telemetry.joblog.lines import Marks, NodeParser
 from providers.telemetry.joblog.patterns import MAX_LINE_CHARS, PREFIX_SCAN
-from providers.telemetry.joblog.signals import STANDALONE, re2_options
+from providers.telemetry.joblog.signals import MARKERS, STANDALONE
 
 #: texts that make a line a candidate besides the table's markers: they open or mark what the parser follows
 STRUCTURAL = (
@@ -67,15 +75,16 @@ _RANK_LINE_BRACKETS = re.compile(rb"\n(?:[^\n\[]|\[(?!rank)){0,%d}\[rank(\d{1,9}
 #: (a search for the literal `[rank`) both counts them and reads the keys
 _RANK_AT_START = re.compile(rb"\[rank(?:(?<=\n\[rank)(\d{1,9}+)\]:|)")
 _RANK_KEY = re.compile(rb"\[rank(\d{1,9}+)\]:")
-
-
-@functools.cache
-def _candidates() -> re2._Regexp:  # type: ignore[name-defined]
-    # A match runs on to the end of its line, and on over each next line that holds a word too: a run of candidate
-    # lines (a node's watchdog, progress and summary lines, one after the other) is one match.
-    words = dict.fromkeys((*STANDALONE, *STRUCTURAL, *REREAD))
-    word = b"(?:" + b"|".join(re2.escape(w.encode()) for w in words) + b")"
-    return re2.compile(word + b"[^\n]*(?:\n[^\n]*?" + word + b"[^\n]*)*", re2_options())
+#: the keys of the rank prefixes that start the lines of a stretch after its first (where the search for unknown keys
+#: starts from); a search for its literal start, which `^` would not allow
+_LINE_KEYS = re.compile(rb"\n\[rank(\d{1,9}+)\]:")
+#: bytes of a gap's first lines whose keys the search for unknown keys starts from; doubled at each key it finds
+_SAMPLE_BYTES = 4096
+#: a gap at most this long is placed from all its lines' keys, found at once, and a count of its `[rank`s
+_SMALL_GAP = 24 * 1024
+#: keys found by the search beyond the first lines before the gap is read by the byte patterns instead (a node
+#: whose ranks keep appearing: each new set of keys is a pattern to compile)
+_MAX_ROUNDS = 6
 
 
 def candidate_words() -> tuple[str, ...]:
@@ -83,40 +92,126 @@ def candidate_words() -> tuple[str, ...]:
     return tuple(dict.fromkeys((*STANDALONE, *STRUCTURAL, *REREAD)))
 
 
+# ---------------------------------------------------------------- the search
+
+
+def _literal(text: str) -> bytes:
+    """A literal text as a Hyperscan expression: every byte but letters and digits written `\\xNN`."""
+    return "".join(c if c.isascii() and c.isalnum() else "".join(f"\\x{b:02x}" for b in c.encode())
+                   for c in text).encode()
+
+
+class _Search:
+    """One Hyperscan database of every word the reader looks for: the signal table's markers (their ids are their
+    indices in `signals.MARKERS`) and the structural and reread texts. `lines` scans a buffer once and gives its
+    candidate lines, each with the markers found in it."""
+
+    def __init__(self) -> None:
+        words = list(MARKERS)
+        words += [w for w in (*STRUCTURAL, *REREAD) if w not in MARKERS]
+        self.markers = len(MARKERS)
+        self.lengths = tuple(len(w.encode()) for w in words)
+        # a line holding one of these is a candidate; a context-only marker alone (`~` in the table) is not
+        standalone = set(STANDALONE) | set(STRUCTURAL) | set(REREAD)
+        self.deciding = frozenset(i for i, w in enumerate(words) if w in standalone)
+        self.database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        self.database.compile(expressions=[_literal(w) for w in words], ids=list(range(len(words))), flags=0)
+        self._scratch = hyperscan.Scratch(self.database)
+        self._local = threading.local()
+
+    def _thread_scratch(self) -> hyperscan.Scratch:
+        # a scratch space serves one scan at a time: each thread has its own
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None:
+            scratch = self._local.scratch = self._scratch.clone()
+        return scratch
+
+    def lines(self, data: bytes) -> list[tuple[int, int, Marks]]:
+        """The candidate lines of `data`, in order: (where the line starts, where it ends (its newline, or the end
+        of the data), what the search found in it (`lines.Marks`))."""
+        found: list[tuple[int, int]] = []
+        add = found.append
+
+        def on_match(ident: int, _start: int, end: int, _flags: int, _context: object) -> None:
+            add((end, ident))
+
+        self.database.scan(data, match_event_handler=on_match, scratch=self._thread_scratch())
+        if not found:
+            return []
+        found.sort()
+        lengths, deciding, markers = self.lengths, self.deciding, self.markers
+        out: list[tuple[int, int, Marks]] = []
+        head = tail = -1
+        first = 0  # the line's first match in `found`
+        ids: list[int] = []
+        low = high = 0
+        candidate = False
+        for index, (end, ident) in enumerate(found):
+            start = end - lengths[ident]
+            if start >= tail:  # a match on the next line (no word holds a newline)
+                if candidate:
+                    out.append((head, tail, (tuple(ids), low - head, high - head, found[first:index], head, lengths)))
+                head = data.rfind(b"\n", 0, start) + 1
+                tail = data.find(b"\n", end)
+                if tail < 0:
+                    tail = len(data)
+                first, ids, low, high, candidate = index, [], tail, head, False
+            if ident < markers:
+                ids.append(ident)
+                if start < low:
+                    low = start
+                if end > high:
+                    high = end
+            if not candidate and ident in deciding:
+                candidate = True
+        if candidate:
+            out.append((head, tail, (tuple(ids), low - head, high - head, found[first:], head, lengths)))
+        return out
+
+
+_SEARCH = _Search()  # compiled when the reader is loaded, not on a request's first node
+
+
+# ---------------------------------------------------------------- the reader
+
+
 def feed_tail(parser: NodeParser, data: bytes) -> None:
     """Hand the whole lines of `data` (the first one complete; the last may lack its newline) to `parser`, oldest
     first, with the same outcome as feeding each decoded line."""
     size = len(data)
-    runs = _candidates().finditer(data)  # one pass: the next run of candidate lines at or after where reading stands
-    first = last = -1  # the current run: where its first line starts, where its last line ends
+    candidates = _SEARCH.lines(data)
+    count = len(candidates)
+    k = 0  # the next candidate line
     pos = 0
     while pos < size:
-        if first <= pos < last:  # the rest of a run of candidate lines: decoded at once, fed one by one
-            if data.startswith(_SUMMARY_STARTS, pos):
-                end = _summary(parser, data, pos)
-                if end > pos:
-                    pos = end
-                    continue
-            end = data.find(b"\n", last)
-            if end < 0:
-                end = size
-            feed = parser.feed
-            for line in data[pos:end].decode("utf-8", "replace").split("\n"):
-                feed(line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS])
-            pos = end + 1
-            continue
+        while k < count and candidates[k][0] < pos:
+            k += 1  # fed already, as a line of a block
+        at = candidates[k][0] if k < count else size
         if parser.in_block:
-            pos = _feed_line(parser, data, pos, size)
-            continue
-        while last < pos:
-            hit = next(runs, None)
-            if hit is None:
-                first = last = size
+            if at == pos:
+                pos = _feed_candidate(parser, data, candidates[k])
+                k += 1
             else:
-                first, last = data.rfind(b"\n", 0, hit.start()) + 1, hit.end()
-        if first > pos:
-            _skip(parser, data, pos, first)
-            pos = first
+                pos = _feed_line(parser, data, pos, size)
+            continue
+        if at > pos:
+            _skip(parser, data, pos, at)
+            pos = at
+            continue
+        if data.startswith(_SUMMARY_STARTS, pos):
+            end = _summary(parser, data, pos)
+            if end > pos:
+                pos = end
+                continue
+        pos = _feed_candidate(parser, data, candidates[k])
+        k += 1
+
+
+def _feed_candidate(parser: NodeParser, data: bytes, candidate: tuple[int, int, Marks]) -> int:
+    """Feed a candidate line with the markers the search found in it; return where the next line starts."""
+    start, end, marks = candidate
+    parser.feed(_text(data[start:end]), marks)
+    return end + 1
 
 
 def _summary(parser: NodeParser, data: bytes, pos: int) -> int:
@@ -158,8 +253,84 @@ def text_lines(data: bytes) -> list[str]:
     return [_text(raw) for raw in lines]
 
 
+# ---------------------------------------------------------------- gaps
+
+
 def _skip(parser: NodeParser, data: bytes, start: int, end: int) -> None:
     """Take the lines of `data[start:end]` (whole lines, none a candidate, the parser in no block) in bulk."""
+    keys = _line_start_keys(data, start, end)
+    if keys is None:
+        _skip_placed(parser, data, start, end)
+        return
+    newline_end = data[end - 1] == 0x0A
+    lasts: dict[int, int] = {}  # rank -> where its last line starts, in order of first sight
+    for key in keys:
+        at = data.rfind(b"[rank" + key + b"]:", start, end)
+        if at >= 0:
+            rank = int(key)
+            if at > lasts.get(rank, -1):
+                lasts[rank] = at
+    numbers: dict[int, int] = {}  # where a last line starts -> its number in the gap
+    lines = 0  # newlines before `counted`: one count over the gap in all
+    counted = start
+    for at in sorted(lasts.values()):
+        lines += data.count(b"\n", counted, at)
+        counted = at
+        numbers[at] = lines + 1
+    lines += data.count(b"\n", counted, end)
+    seen: dict[int, tuple[int, str]] = {}
+    for rank, at in lasts.items():
+        tail = data.find(b"\n", at, end)
+        seen[rank] = (numbers[at], _text(data[at : tail if tail >= 0 else end]))
+    last = max(lasts, key=lasts.__getitem__) if lasts else None
+    parser.absorb(lines + (0 if newline_end else 1), seen, last)
+
+
+def _line_start_keys(data: bytes, start: int, end: int) -> list[bytes] | None:
+    """The keys of the rank prefixes of `data[start:end]` (each once, in order of first sight) when every `[rank` there
+    starts its line, well formed; None otherwise (the byte patterns place them: `_skip_placed`)."""
+    first = _RANK_KEY.match(data, start, end)
+    if end - start <= _SMALL_GAP:
+        # every line's key at once, and every `[rank` of the gap counted: when they are as many, each starts its line
+        # (cheaper for a short gap than compiling a search for its set of keys)
+        every = [first.group(1)] if first else []
+        every += _LINE_KEYS.findall(data, start, end)
+        return list(dict.fromkeys(every)) if len(every) == data.count(_RANK, start, end) else None
+    reach = start + _SAMPLE_BYTES
+    sample = _LINE_KEYS.findall(data, start, min(end, reach))
+    keys = list(dict.fromkeys([first.group(1), *sample] if first else sample))
+    pos = start
+    for _ in range(_MAX_ROUNDS):
+        m = _unknown_rank(tuple(sorted(keys))).search(data, pos, end)
+        if m is None:
+            return keys
+        at = m.start()
+        if (at > 0 and data[at - 1] != 0x0A) or _RANK_KEY.match(data, at, end) is None:
+            return None  # a `[rank` that is not a line's well-formed prefix
+        reach = max(reach, at) + (reach - start)  # what is read next grows as keys keep appearing
+        for key in [_RANK_KEY.match(data, at, end).group(1), *_LINE_KEYS.findall(data, at, min(end, reach))]:
+            if key not in keys:
+                keys.append(key)
+        pos = at
+    return None
+
+
+@functools.lru_cache(maxsize=32768)
+def _unknown_rank(keys: tuple[bytes, ...]) -> re.Pattern[bytes]:
+    """A search for the next `[rank` that does not start its line or whose key is none of `keys` (a node's set of
+    keys is asked for again by each request that reads it)."""
+    if not keys:
+        return re.compile(rb"\[rank")
+    by_head: dict[bytes, list[bytes]] = {}
+    for key in keys:
+        by_head.setdefault(key[:-1], []).append(key[-1:])
+    known = b"|".join(re.escape(head) + b"[" + b"".join(tails) + b"]" for head, tails in sorted(by_head.items()))
+    return re.compile(rb"\[rank(?:(?<=[^\n]\[rank)|(?!(?:" + known + rb")\]:))")
+
+
+def _skip_placed(parser: NodeParser, data: bytes, start: int, end: int) -> None:
+    """`_skip` for a gap holding a `[rank` that does not start its line: each line's prefix placed by the byte patterns
+    that find it as the parser does, or the lines fed one by one where they cannot."""
     newline_end = data[end - 1] == 0x0A
     lines = data.count(b"\n", start, end) + (0 if newline_end else 1)
     keys = _RANK_AT_START.findall(data, start, end)
@@ -187,13 +358,11 @@ def _skip(parser: NodeParser, data: bytes, start: int, end: int) -> None:
         while pos < end:  # a few lines: read one by one
             pos = _feed_line(parser, data, pos, end)
         return
-    seen: dict[int, tuple[int, int, str]] = {}
+    seen: dict[int, tuple[int, str]] = {}
     by_rank: dict[int, int] = {}  # rank -> the offset of its last prefix
-    counts: dict[int, int] = {}
-    for key, count in ranks.items():
+    for key in ranks:
         rank = int(key)
         at = data.rfind(b"[rank" + key + b"]:", start, end)
-        counts[rank] = counts.get(rank, 0) + count
         if at > by_rank.get(rank, -1):
             by_rank[rank] = at
     for rank, at in by_rank.items():
@@ -202,7 +371,7 @@ def _skip(parser: NodeParser, data: bytes, start: int, end: int) -> None:
         if tail < 0:
             tail = end
         number = lines - data.count(b"\n", head, end) + (1 if newline_end else 0)
-        seen[rank] = (counts[rank], number, _text(data[head:tail]))
+        seen[rank] = (number, _text(data[head:tail]))
     last = data.rfind(_RANK, start, end)
     parser.absorb(lines, seen, int(data[last + len(_RANK) : data.find(b"]", last, end)]))
 

@@ -1,4 +1,8 @@
-"""Job-log records: what the node parser keeps of a node's lines, and what the job-log rules read."""
+"""Job-log records: what the node parser keeps of a node's lines, and what the job-log rules read.
+
+The records a node's lines give are slotted and not frozen (a frozen dataclass sets each field through
+`object.__setattr__`, a cost on each decisive line); nothing changes them once the parser has made them.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from datetime import datetime
 from providers.telemetry.joblog.cuda_errors import CudaErrorKind
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LogLine:
     """One line as evidence: its text, the time a collector stamped on it (if any, with a zone) and its position."""
 
@@ -46,7 +50,7 @@ class GroupRank:
         return self.identity
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class WatchdogTimeout:
     line: LogLine
     rank: int | None  # global rank, from the `[rankN]:` prefix
@@ -57,7 +61,7 @@ class WatchdogTimeout:
     ran_ms: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class WorkProgress:
     """A watchdog line with the process group's `last enqueued` / `last completed` work numbers."""
 
@@ -69,7 +73,7 @@ class WorkProgress:
     last_completed: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DesyncReport:
     """Ranks PyTorch's desync report names as lagging, within the process group of the reporting line."""
 
@@ -86,7 +90,7 @@ class ExceptionKind(enum.StrEnum):
     LAUNCHER = "launcher"  # torchrun's own (ChildFailedError, SignalException)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PythonTraceback:
     line: LogLine  # the exception line
     rank: int | None
@@ -96,7 +100,7 @@ class PythonTraceback:
     kind: ExceptionKind
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ElasticFailure:
     """One entry of torchelastic's failure summary."""
 
@@ -129,7 +133,7 @@ class NetworkKind(enum.StrEnum):
     VERBS_CALL = "nccl_verbs_call_failed"  # a local ibv_* call failed
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class NcclNetworkError:
     line: LogLine
     kind: NetworkKind
@@ -165,7 +169,7 @@ class Message:
     peer: str | None = None  # the peer a network message names
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CudaError:
     line: LogLine
     rank: int | None
@@ -179,7 +183,7 @@ class CudaError:
     site: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SignalHit:
     """A line holding a signal table row: read by its markers alone (parse `text`, `nccl_result`), or by the row's
     format (a catalogue's message: `Message`, with what the line names)."""
@@ -198,11 +202,10 @@ class SignalHit:
     format: str | None = None  # the row whose format the line matched, when it is not `signal`
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RankSighting:
-    """Where a rank's own lines were seen in one node's file."""
+    """Where a rank's own lines were seen in one node's file: its last line."""
 
-    lines: int
     last: LogLine
     marker_only: bool  # only `[Rank N]` markers (no `[rankN]:` prefix) named it
 

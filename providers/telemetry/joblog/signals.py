@@ -422,6 +422,12 @@ def _hits_of(hits: tuple[int, ...]) -> Hits:
     )
 
 
+def hits_of(indices: tuple[int, ...]) -> Hits:
+    """The rows of the markers a line holds, given as their indices in MARKERS, sorted, each once (a search that
+    already found them, such as the buffer reader's, says which)."""
+    return _hits_of(indices) if indices else NO_HITS
+
+
 def hits_in(text: str) -> Hits:
     """The rows whose markers `text` holds, and how they are read."""
     hits = _MARKER_SET.Match(text)
