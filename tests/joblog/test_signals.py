@@ -11,6 +11,8 @@ completeness against their sources is `test_catalogues.py`'s.
 from __future__ import annotations
 
 import ast
+import csv
+import re
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,7 @@ from providers.telemetry.joblog.signals import (
     CATALOGUE_COLUMNS,
     CUDA_CONTEXT,
     MARKERS,
+    ORDINARY_FILE,
     SEARCHED,
     SIGNAL_FILES,
     SIGNALS,
@@ -36,6 +39,7 @@ from providers.telemetry.joblog.signals import (
     SignalTableError,
     anchors_for,
     markers_in,
+    ordinary_text,
     parse_signals,
     read_file,
 )
@@ -237,6 +241,40 @@ def test_every_marker_a_line_may_hold_by_itself_holds_an_anchor() -> None:
     context_only = {m for s in SEARCHED for m in s.context_only}
     assert set(STANDALONE) | context_only == set(MARKERS)
     assert anchors_for(["abc"]) == ("abc",)
+
+
+def _nccl_info_lines() -> list[str]:
+    """Each INFO format string of NCCL's source that no row reads as its own, printed as NCCL prints it."""
+    rows = csv.DictReader(line for line in read_file(ORDINARY_FILE).splitlines() if line and not line.startswith("#"))
+    own = {s.format for s in SIGNALS if s.format}
+    conversion = re.compile(r"%[-+ #0-9.*]*(?:hh|h|ll|l|z|j|t|L)?[a-zA-Z%]")
+    return [f"node1:4242:4242 [3] NCCL INFO {conversion.sub('7', r['format'])}" for r in rows if r["format"] not in own]
+
+
+def test_nccl_s_ordinary_info_lines_hold_no_anchor() -> None:
+    """The anchors filter a backend's lines (Loki's `|~`): the INFO lines NCCL_DEBUG=INFO prints all along, which say
+    nothing about a failure, hold none of them unless they hold a marker of the table."""
+    lines_ = _nccl_info_lines()
+    header = [line for line in read_file(ORDINARY_FILE).splitlines() if line.startswith("# count: ")]
+    assert len(lines_) > 700 and header and int(header[0].removeprefix("# count: ")) >= len(lines_)
+    passing = [line for line in lines_ if not markers_in(line) and any(a in line for a in ANCHORS)]
+    assert passing == []
+    assert all(any(a in m for a in ANCHORS) for m in STANDALONE)
+
+
+def test_an_anchor_is_never_a_piece_of_ordinary_text_but_a_marker_may_be_its_own() -> None:
+    ordinary = "comm 0x1 rank 0 - Init COMPLETE\nConnected all rings"
+    # `Init` alone would be the best piece of the first marker; it is a piece of the ordinary text
+    chosen = anchors_for(["profiler not Initialized", "Connected all rings"], ordinary)
+    assert "Connected all rings" in chosen and not any(a in ordinary for a in chosen if a != "Connected all rings")
+    assert all(any(a in m for a in chosen) for m in ["profiler not Initialized", "Connected all rings"])
+    assert "Init" in anchors_for(["profiler not Initialized"])  # without ordinary text, a capital's piece wins
+    # a lower-case word that several markers share (`step`) is in most English text: eight characters of each are not
+    slurm = ["Job step aborted", "Timed out waiting for job step to complete", "io error and missing step on node"]
+    assert "step" not in anchors_for(slurm) and all(any(a in m for a in anchors_for(slurm)) for m in slurm)
+    assert not any(a in "[rank3]: {'loss': 2.06, 'step': 3}" for a in ANCHORS)
+    text = ordinary_text(SIGNALS)
+    assert "Init COMPLETE" in text and not any(a in text for a in ANCHORS if a not in STANDALONE)
 
 
 def test_a_context_only_marker_counts_only_beside_its_context() -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import enum
 import functools
+import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
@@ -66,6 +67,10 @@ NOT_SEARCHED = frozenset({"value", "unread"})
 SOURCE_PREFIX = "# source:"
 #: the length of the anchors the prefilter looks for first
 ANCHOR_LENGTH = 4
+#: the length of the longer anchors taken where every short piece of a marker is also a piece of ordinary output
+LONG_ANCHOR_LENGTH = 8
+#: NCCL's INFO format strings (what `NCCL_DEBUG=INFO` output holds on most lines), which anchors avoid
+ORDINARY_FILE = "nccl_info.csv"
 #: a marker written so counts only beside another marker of a row of the same parse
 CONTEXT_ONLY = "~"
 
@@ -259,36 +264,97 @@ def signal_table() -> tuple[Signal, ...]:
     return rows
 
 
-def anchors_for(markers: Iterable[str]) -> tuple[str, ...]:
-    """A few short substrings such that every marker holds at least one (a greedy cover by 4-character pieces).
+def anchors_for(markers: Iterable[str], ordinary: str = "") -> tuple[str, ...]:
+    """A few short substrings such that every marker holds at least one (a greedy cover by pieces of 4 and 8
+    characters).
 
-    A line that holds none of them holds no marker. Pieces without a space are preferred, and among them those with
-    a capital, a digit or a sign, which ordinary training output holds less often than lower-case words.
+    A line that holds none of them holds no marker. No piece of `ordinary` (text that ordinary output holds on most
+    lines: NCCL's INFO lines) is an anchor: a marker whose every piece is one is its own anchor. Among the other
+    pieces (`_weight`): four characters with a capital, a digit or a sign first, then eight characters of the
+    marker, then a lower-case word of four letters (`step`, `fail`: most English text holds them), and last four
+    characters around a space; of two pieces that cover as much, the longer, then the first in text order. Each
+    piece's score is kept and lowered as the markers it covers are covered (a heap of the scores), so the cover costs
+    one pass over the markers' pieces, not one per anchor.
     """
-    pending = set(markers)
-    chosen: list[str] = []
+    common = _ordinary_pieces(ordinary)
+    own = {m: {p for p in _pieces(m) if not _is_ordinary(p, common, ordinary)} for m in set(markers)}
+    chosen = sorted(m for m, pieces in own.items() if not pieces)
+    pending = {m for m, pieces in own.items() if pieces}
+    scores: dict[str, int] = {}
+    holders: dict[str, list[str]] = {}
+    for marker in pending:
+        for piece in own[marker]:
+            scores[piece] = scores.get(piece, 0) + _weight(piece)
+            holders.setdefault(piece, []).append(marker)
+    heap = [(-score, -len(piece), piece) for piece, score in scores.items()]
+    heapq.heapify(heap)
     while pending:
-        scores: dict[str, float] = {}
-        for marker in pending:
-            pieces = {marker[i : i + ANCHOR_LENGTH] for i in range(max(1, len(marker) - ANCHOR_LENGTH + 1))}
-            for piece in pieces:
-                scores[piece] = scores.get(piece, 0.0) + _weight(piece)
-        best = max(sorted(scores), key=lambda piece: scores[piece])
+        score, _, best = heapq.heappop(heap)
+        if -score != scores[best]:  # lowered since it was pushed: back in at its score, or gone when nothing is left
+            if scores[best] > 0:
+                heapq.heappush(heap, (-scores[best], -len(best), best))
+            continue
         chosen.append(best)
-        pending = {m for m in pending if best not in m}
+        for marker in holders[best]:
+            if marker in pending:
+                pending.discard(marker)
+                for piece in own[marker]:
+                    scores[piece] -= _weight(piece)
     return tuple(chosen)
+
+
+def _pieces(marker: str) -> set[str]:
+    """A marker's pieces of ANCHOR_LENGTH and LONG_ANCHOR_LENGTH characters (the marker itself where shorter)."""
+    pieces = {marker[i : i + ANCHOR_LENGTH] for i in range(max(1, len(marker) - ANCHOR_LENGTH + 1))}
+    if len(marker) > ANCHOR_LENGTH:
+        pieces |= {marker[i : i + LONG_ANCHOR_LENGTH] for i in range(max(1, len(marker) - LONG_ANCHOR_LENGTH + 1))}
+    return pieces
+
+
+def _ordinary_pieces(ordinary: str) -> frozenset[str]:
+    """Every piece of ANCHOR_LENGTH and LONG_ANCHOR_LENGTH characters `ordinary` holds."""
+    return frozenset(
+        ordinary[i : i + size]
+        for size in (ANCHOR_LENGTH, LONG_ANCHOR_LENGTH)
+        for i in range(len(ordinary) - size + 1)
+    )
+
+
+def _is_ordinary(piece: str, common: frozenset[str], ordinary: str) -> bool:
+    if len(piece) in (ANCHOR_LENGTH, LONG_ANCHOR_LENGTH):
+        return piece in common
+    return piece in ordinary  # a marker shorter than a piece is its own piece
 
 
 #: pieces ordinary training output holds on most lines (NCCL's INFO lines, PyTorch's C++ log lines): never anchors
 COMMON_PIECES = frozenset({"NCCL", "INFO", "Proc", "rank", "Rank", "CUDA", "WARN"})
 
 
-def _weight(piece: str) -> float:
+def _weight(piece: str) -> int:
+    """How much a piece is worth as an anchor for each marker it covers (in hundredths)."""
+    if len(piece) > ANCHOR_LENGTH:
+        return 200
     if " " in piece or piece in COMMON_PIECES:
-        return 0.01
+        return 1
     if piece.isalpha() and piece.islower():
-        return 1.0
-    return 3.0
+        return 20
+    return 300
+
+
+#: a printf conversion of a format string (what ordinary_text cuts a format at)
+_CONVERSION = re2.compile(r"%[-+ #0-9.*]*(?:hh|h|ll|l|z|j|t|L)?[a-zA-Z%]")
+
+
+def ordinary_text(table: Iterable[Signal]) -> str:
+    """The literal parts of NCCL's INFO format strings (`data/nccl_info.csv`) that no row of `table` reads as its
+    own, one per line: text that ordinary output holds and that says nothing about a failure."""
+    own = {s.format for s in table if s.format}
+    lines = [line for line in read_file(ORDINARY_FILE).splitlines() if line and not line.startswith("#")]
+    parts: list[str] = []
+    for row in csv.DictReader(lines):
+        if row["format"] not in own:
+            parts += [part for part in _CONVERSION.split(row["format"]) if part.strip()]
+    return "\n".join(parts)
 
 
 SIGNALS: tuple[Signal, ...] = signal_table()
@@ -313,7 +379,7 @@ for _signal in SEARCHED:
     }
 #: the markers that say a line is about CUDA (the standalone markers of the `cuda` rows)
 CUDA_CONTEXT: tuple[str, ...] = tuple(m for m in STANDALONE if m in CONTEXT.get("cuda", ()))
-ANCHORS: tuple[str, ...] = anchors_for(STANDALONE)
+ANCHORS: tuple[str, ...] = anchors_for(STANDALONE, ordinary_text(SIGNALS))
 #: catalogue -> the rows of a code set, by the texts it is printed as and by its value
 VALUES: dict[str, dict[str, Signal]] = {}
 for _signal in SIGNALS:
