@@ -15,6 +15,7 @@ from app.settings import SettingsError
 from providers.base import Deadline
 from providers.telemetry.dcgm import results as epilog
 from providers.telemetry.dcgm.check import epilog_node
+from providers.telemetry.kernel.check import END_LINES
 from tests.cli.trees import ROOT, SAMPLES, broken_tree, samples_env
 
 FAILED = "attribution-adapter check: failed: "
@@ -338,17 +339,17 @@ def test_a_host_s_long_file_is_sampled_by_its_ends_and_a_head_in_no_format_read_
     line = (SAMPLES / "kernel-logs" / "worker-01" / "kern.log").read_text().splitlines()[0] + "\n"
     noise = "a line of an application, in no syslog format at all\n"
     (logs / "worker-01" / "kern.log").write_text(line * 3000)
-    # 40 unreadable lines first: more than the first 32 lines sampled, so the rest of the head is read, as the source
-    # looks for a known line in a file's first 64 KiB
+    # 40 unreadable lines first: more than the first END_LINES lines sampled, so the rest of the head is read, as the
+    # source looks for a known line in a file's first 64 KiB
     (logs / "worker-02").mkdir()
     (logs / "worker-02" / "kern.log").write_text(noise * 40 + line * 3000)
     env = {"ATTRIBUTION_PROVIDER": "telemetry", "ATTRIBUTION_KERNEL_LOG_SOURCE": "files"}
     result = run_cli(["check", "--json"], {**env, "ATTRIBUTION_KERNEL_LOG_DIR": str(logs)})
     assert result.exit_code == 0, result.output
     files = {h["name"]: h["files"][0] for h in json.loads(result.stdout)["details"]["kernel_logs"]["hosts"]}
-    assert files["worker-01"]["status"] == "ok" and files["worker-01"]["lines_sampled"] == 64
+    assert files["worker-01"]["status"] == "ok" and files["worker-01"]["lines_sampled"] == 2 * END_LINES
     assert files["worker-02"]["status"] == "ok" and files["worker-02"]["first_unreadable_line"] == 1
-    assert files["worker-02"]["unreadable_lines"] == 40 and files["worker-02"]["lines_sampled"] > 64
+    assert files["worker-02"]["unreadable_lines"] == 40 and files["worker-02"]["lines_sampled"] > 2 * END_LINES
 
 
 def test_a_rotated_file_out_of_order_is_a_warning(run_cli, tmp_path):

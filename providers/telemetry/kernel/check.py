@@ -50,10 +50,11 @@ TAIL_BYTES = 64 * 1024
 #: decompressed bytes streamed through one `.gz` at most, looking for its last line and a cut or corrupt stream
 GZ_STREAM_BYTES = 16 * 1024 * 1024
 GZ_CHUNK = 256 * 1024
-#: lines parsed from each end of a host's plain file longer than HEAD_BYTES + TAIL_BYTES: enough for its format, its
-#: time span and its host names; a fleet's thousands of files are checked in seconds (the rest of the head is parsed
-#: only when none of these is in a known format, as the source looks that far for one)
-END_LINES = 32
+#: lines parsed from each end of a host's plain file longer than HEAD_BYTES + TAIL_BYTES: enough for its format and
+#: its time span (the file is one host's: its host names are that host's); a fleet's thousands of files are checked in
+#: seconds (the rest of the head is parsed only when none of these is in a known format, as the source looks that far
+#: for one)
+END_LINES = 16
 #: bytes read first from each end for those lines (more of the head when they are not enough)
 END_BYTES = 16 * 1024
 

@@ -9,6 +9,7 @@ be placed in time: they never parse.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -85,16 +86,22 @@ def _from_iso(m: re.Match[str]) -> datetime | None:
     year, month, day, hour, minute, second, frac, off = m.groups()
     try:
         micro = int((frac or "0")[:6].ljust(6, "0"))
-        if off in ("Z", "z"):
-            tz: tzinfo = UTC
-        else:
-            sign = -1 if off[0] == "-" else 1
-            digits = off[1:].replace(":", "")
-            tz = timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
+        tz = _offset_zone(off)
         value = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), micro, tzinfo=tz)
-        return value.astimezone(UTC)
+        return value if tz is UTC else value.astimezone(UTC)
     except (ValueError, OverflowError):
         return None
+
+
+@functools.lru_cache(maxsize=64)
+def _offset_zone(off: str) -> tzinfo:
+    """The zone of an RFC 3339 offset text (`Z`, `+02:00`, `-0530`), built once per text (a log repeats one or two);
+    ValueError for an offset no zone has."""
+    if off in ("Z", "z"):
+        return UTC
+    sign = -1 if off[0] == "-" else 1
+    digits = off[1:].replace(":", "")
+    return timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
 
 
 def _local(ctx: TimeContext, year: int, month: int, day: int, hms: tuple[int, int, int], micro: int) -> datetime | None:
