@@ -2,17 +2,24 @@
 
 Every file is opened without blocking (a FIFO swapped in must never hold a thread) and only when it is a regular
 file; folders are listed in name order, and what an entry is (folder, file, or why neither) is said in words; a
-`.gz` file is inflated by one bounded reader (`GzipReader`).
+`.gz` file is inflated by one bounded reader (`GzipReader`). The catalogues shipped beside the code are read as CSV
+whose `#` lines are their header (`data_rows`).
 """
 
 from __future__ import annotations
 
+import csv
 import gzip
 import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
+
+
+def data_rows(text: str) -> csv.DictReader[str]:
+    """The rows of a catalogue shipped as data: CSV whose `#` lines (its header of sources and counts) are no rows."""
+    return csv.DictReader(line for line in text.splitlines() if line and not line.startswith("#"))
 
 
 class NotRegular(Exception):

@@ -11,8 +11,6 @@ completeness against their sources is `test_catalogues.py`'s.
 from __future__ import annotations
 
 import ast
-import csv
-import re
 from pathlib import Path
 
 import pytest
@@ -44,6 +42,7 @@ from providers.telemetry.joblog.signals import (
     read_file,
 )
 from providers.telemetry.ranking import CATEGORY_RANK
+from providers.telemetry.reading import data_rows
 from tests.joblog import fixtures as fx
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "job-logs.md"
@@ -245,10 +244,9 @@ def test_every_marker_a_line_may_hold_by_itself_holds_an_anchor() -> None:
 
 def _nccl_info_lines() -> list[str]:
     """Each INFO format string of NCCL's source that no row reads as its own, printed as NCCL prints it."""
-    rows = csv.DictReader(line for line in read_file(ORDINARY_FILE).splitlines() if line and not line.startswith("#"))
     own = {s.format for s in SIGNALS if s.format}
-    conversion = re.compile(r"%[-+ #0-9.*]*(?:hh|h|ll|l|z|j|t|L)?[a-zA-Z%]")
-    return [f"node1:4242:4242 [3] NCCL INFO {conversion.sub('7', r['format'])}" for r in rows if r["format"] not in own]
+    rows = data_rows(read_file(ORDINARY_FILE))
+    return [f"node1:4242:4242 [3] NCCL INFO {example_line(r['format'])}" for r in rows if r["format"] not in own]
 
 
 def test_nccl_s_ordinary_info_lines_hold_no_anchor() -> None:

@@ -56,6 +56,8 @@ _SAMPLES = {
     "d": "7", "i": "7", "u": "7", "o": "17", "x": "1f", "X": "1F", "f": "1.5", "c": "x", "p": "0x7f3a2c001000",
     "s": "abc", "m": "No such file or directory",
 }
+for _c in "FeEgGaA":  # every floating conversion prints what %f can, as _PRINTS reads it
+    _SAMPLES[_c] = _SAMPLES["f"]
 _FIELD_SAMPLES = {"host": "node-b", "ranks": "3", "device": "2", "exit": "1", "peer": "10.0.0.7<43121>"}
 
 

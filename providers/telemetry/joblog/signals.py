@@ -21,7 +21,6 @@ or `Cuda failure `). `markers_in` finds the markers a line holds with one RE2 se
 
 from __future__ import annotations
 
-import csv
 import enum
 import functools
 import heapq
@@ -31,8 +30,9 @@ from importlib import resources
 
 import re2
 
-from providers.telemetry.joblog.formats import FormatError, compile_format, conversions
+from providers.telemetry.joblog.formats import FormatError, compile_format, conversions, literal_pieces
 from providers.telemetry.ranking import CATEGORY_RANK
+from providers.telemetry.reading import data_rows
 
 #: the table's files, in the order their rows are listed
 SIGNAL_FILES = ("signals.csv", "cuda.csv", "nccl.csv", "ib.csv", "slurm.csv", "mpi.csv", "launchers.csv")
@@ -148,8 +148,7 @@ def _header(text: str) -> list[str]:
 def parse_signals(text: str, origin: str = "signals.csv") -> tuple[Signal, ...]:
     """The rows of one file of the table, checked: its columns, known parses and meanings, categories the ranking
     has, markers, formats that compile with their fields, and a catalogue file's header naming its sources."""
-    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
-    reader = csv.DictReader(lines)
+    reader = data_rows(text)
     columns = tuple(reader.fieldnames or ())
     catalogue_file = origin != "signals.csv"
     expected = CATALOGUE_COLUMNS if catalogue_file else SIGNAL_COLUMNS
@@ -341,19 +340,14 @@ def _weight(piece: str) -> int:
     return 300
 
 
-#: a printf conversion of a format string (what ordinary_text cuts a format at)
-_CONVERSION = re2.compile(r"%[-+ #0-9.*]*(?:hh|h|ll|l|z|j|t|L)?[a-zA-Z%]")
-
-
 def ordinary_text(table: Iterable[Signal]) -> str:
     """The literal parts of NCCL's INFO format strings (`data/nccl_info.csv`) that no row of `table` reads as its
     own, one per line: text that ordinary output holds and that says nothing about a failure."""
     own = {s.format for s in table if s.format}
-    lines = [line for line in read_file(ORDINARY_FILE).splitlines() if line and not line.startswith("#")]
     parts: list[str] = []
-    for row in csv.DictReader(lines):
+    for row in data_rows(read_file(ORDINARY_FILE)):
         if row["format"] not in own:
-            parts += [part for part in _CONVERSION.split(row["format"]) if part.strip()]
+            parts += [part for part in literal_pieces(row["format"]) if part.strip()]
     return "\n".join(parts)
 
 

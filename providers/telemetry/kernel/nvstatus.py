@@ -12,7 +12,6 @@ is no status at all. A status value the table lacks is undecided: never a findin
 
 from __future__ import annotations
 
-import csv
 import functools
 import re
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from importlib import resources
 
 from providers.telemetry.kernel.catalogue import CatalogueError, Points
 from providers.telemetry.ranking import CATEGORY_RANK
+from providers.telemetry.reading import data_rows
 
 CODES_FILE = "nv_status_codes.csv"
 SITES_FILE = "nvrm_status_sites.csv"
@@ -93,7 +93,7 @@ class StatusEvent:
 
 
 def _rows(text: str) -> list[dict[str, str]]:
-    return list(csv.DictReader(line for line in text.splitlines() if line and not line.startswith("#")))
+    return list(data_rows(text))
 
 
 def parse_codes(text: str) -> dict[int, StatusCode]:

@@ -86,7 +86,7 @@ def _from_iso(m: re.Match[str]) -> datetime | None:
     year, month, day, hour, minute, second, frac, off = m.groups()
     try:
         micro = int((frac or "0")[:6].ljust(6, "0"))
-        tz = _offset_zone(off)
+        tz = offset_zone(off)
         value = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), micro, tzinfo=tz)
         return value if tz is UTC else value.astimezone(UTC)
     except (ValueError, OverflowError):
@@ -94,7 +94,7 @@ def _from_iso(m: re.Match[str]) -> datetime | None:
 
 
 @functools.lru_cache(maxsize=64)
-def _offset_zone(off: str) -> tzinfo:
+def offset_zone(off: str) -> tzinfo:
     """The zone of an RFC 3339 offset text (`Z`, `+02:00`, `-0530`), built once per text (a log repeats one or two);
     ValueError for an offset no zone has."""
     if off in ("Z", "z"):

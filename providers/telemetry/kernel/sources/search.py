@@ -7,8 +7,7 @@ import os
 import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, timezone, tzinfo
-from functools import lru_cache
+from datetime import datetime, timedelta, tzinfo
 from typing import BinaryIO
 
 from providers.base import (
@@ -16,7 +15,7 @@ from providers.base import (
     ProviderTimeoutError,
 )
 from providers.telemetry.kernel.collect import Collector
-from providers.telemetry.kernel.parse import TimeContext, line_time
+from providers.telemetry.kernel.parse import TimeContext, line_time, offset_zone
 from providers.telemetry.kernel.sources.facts import (
     CACHE_PROBES,
     CACHE_SEARCHES,
@@ -130,7 +129,7 @@ class Shape:
         cls, sep: bytes, fsep: bytes, frac: bytes, offset: bytes, collector: Collector, hi: datetime
     ) -> Shape | bool:
         try:
-            zone: tzinfo = UTC if offset in (b"Z", b"z") else _offset(offset.decode())
+            zone = offset_zone(offset.decode())
         except ValueError:
             return False
         digits = len(frac)
@@ -169,13 +168,6 @@ class Shape:
             return bisect_left(ordered, self.start_key, low, high)
         # Written less precisely than the start: a stamp equal to the start's truncation lies before it.
         return bisect_right(ordered, self.start_key, low, high)
-
-
-@lru_cache(maxsize=64)
-def _offset(text: str) -> tzinfo:
-    sign = -1 if text[0] == "-" else 1
-    digits = text[1:].replace(":", "")
-    return timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
 
 
 def check_deadline(deadline: Deadline) -> None:
