@@ -18,10 +18,21 @@ ROOT = Path(__file__).resolve().parents[1]
 BOOT_TIMEOUT_S = 30.0
 
 
+#: ports this test process has handed out: the kernel may give a closed probe's port again at once, and two servers
+#: of one test (a service port and its metrics port) must never be given the same one
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port free on 127.0.0.1 now and not handed out before by this process (at most 64 probes)."""
+    for _ in range(64):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
+    raise RuntimeError("no free port on 127.0.0.1 that this test process has not handed out already")
 
 
 def adapter_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
