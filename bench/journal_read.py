@@ -6,7 +6,9 @@ writes them with --split-mode=host, by each journal reader installed.
 The files are made once (kept in DIR, by default a folder under the system's temporary directory) by
 systemd-journal-remote from Journal Export Format text: every host logs a kernel line every five minutes for a day
 and a line of sshd every seven; eight hosts log an Xid 79 just before the failure time. Each file is written with
-8 MiB allocated; `fallocate --dig-holes` gives the zeros back, so that 4,096 files take some hundred MB of disk.
+8 MiB allocated; `fallocate --dig-holes` gives the zero blocks back, but a file's data hash table (3.6 MiB, its
+items spread over it) keeps most of its blocks: 4,096 files take 9.0 GiB of disk (measured on ext4; made in 4 min 20 s
+on 2 cores).
 `--use N` reads only the first N of the files (N files whose pages fit in the page cache, for example). Prints, for
 each reader: the time to read the fast window of a scope of `--scope` hosts and of every host (twice:
 the second pass finds the files' pages in the page cache, where memory allows), the entries read and the hosts seen.

@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import shutil
+import struct
 import subprocess
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -384,6 +385,57 @@ def test_the_window_is_read_by_seeking_the_time_index(tmp_path: Path, monkeypatc
     assert len(decoded) <= 20 + 1 + 2, len(decoded)
     assert min(decoded) >= usec(DETECTED - timedelta(minutes=17))
     assert max(decoded) <= usec(DETECTED + timedelta(minutes=4))
+
+
+def test_read_ahead_asks_for_the_objects_and_never_the_data_hash_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # The header (systemd's Journal File Format): data_hash_table_offset and _size at 104, tail_object_offset at 136;
+    # an object's size follows its 8 bytes of type and flags. The file's pages are taken as not in memory (a cold
+    # cache), so that the ranges are asked for.
+    start = DETECTED - timedelta(hours=20)
+    entries = [
+        (start + timedelta(minutes=5 * k), {"_HOSTNAME": "gpu-1", "_TRANSPORT": "kernel", "MESSAGE": f"noise {k}"})
+        for k in range(240)
+    ]
+    path = write_journal(export_text(entries), tmp_path / "remote-gpu-1.journal")
+    head = path.read_bytes()[:272]
+    table, table_size = struct.unpack_from("<QQ", head, 104)
+    (tail,) = struct.unpack_from("<Q", head, 136)
+    (tail_size,) = struct.unpack_from("<Q", path.read_bytes(), tail + 8)
+    asked: list[tuple[int, int]] = []
+    real_fadvise = os.posix_fadvise
+
+    def fadvise(fd: int, offset: int, length: int, advice: int) -> None:
+        if advice == os.POSIX_FADV_WILLNEED:
+            asked.append((offset, offset + length))
+        real_fadvise(fd, offset, length, advice)
+
+    monkeypatch.setattr(journal_module, "_in_cache", lambda fd, offset: False)
+    monkeypatch.setattr(journal_module.os, "posix_fadvise", fadvise)
+    journal_module.read_ahead(str(path))
+    assert table > 0 and table_size > 0 and asked
+    assert all(end <= table or begin >= table + table_size for begin, end in asked), (asked, table, table_size)
+    covered = [begin for begin, _ in asked] + [end for _, end in asked]
+    assert min(covered) == 0 and max(covered) == tail + tail_size  # the header up to the end of the last object
+    assert any(begin <= table + table_size < end for begin, end in asked)  # the objects after the table
+    # and the file reads as before
+    reader = JournalReaderFile(str(path))
+    assert [e.message for e in reader.all_entries()] == [f"noise {k}" for k in range(240)]
+
+
+@pytest.mark.parametrize(
+    ("ranges", "gap", "left"),
+    [
+        (((0, 100),), (20, 50), ((0, 20), (50, 50))),  # the gap inside a range: its two sides
+        (((0, 10), (60, 40)), (20, 50), ((0, 10), (60, 40))),  # between ranges: nothing taken
+        (((0, 30), (40, 20)), (20, 50), ((0, 20), (50, 10))),  # across two ranges' ends
+        (((25, 10),), (20, 50), ()),  # a range wholly in the gap
+        (((0, 100),), (0, 0), ((0, 100),)),  # no table named
+    ],
+)
+def test_a_range_less_the_hash_table(ranges, gap, left):
+    assert journal_module._without(ranges, gap) == left
 
 
 def test_kernel_messages_by_transport_or_by_a_forwarders_identifier(tmp_path: Path):

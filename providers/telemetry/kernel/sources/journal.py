@@ -76,6 +76,9 @@ _HEAD_TAIL_AT = 184
 #: the header's `tail_object_offset` (the last object written) at byte 136, and an object's size after its type
 _TAIL_OBJECT = struct.Struct("<Q")
 _TAIL_OBJECT_AT = 136
+#: the header's `data_hash_table_offset` and `data_hash_table_size` (where its items start, and their bytes)
+_HASH_TABLE = struct.Struct("<QQ")
+_HASH_TABLE_AT = 104
 _OBJECT_SIZE_AT = 8
 #: ranges of data looked at in a journal file (a sparse file's data between its holes), and the hole between two that
 #: is read with them rather than apart
@@ -134,6 +137,9 @@ def read_ahead(path: str) -> None:
     of the device's read-ahead size (8 MiB on some volumes): each file then takes its whole allocation in memory, and
     thousands of files do not fit. Read ahead here, on the bytes up to the end of the last object (the header says
     where it is) that hold data, libsystemd then finds its pages in the cache and the unused space is never read.
+    The data hash table is left out: libsystemd looks into it only to find a field's value (a match, a write), which
+    the source never asks, and it is most of a small file (3.6 of the 3.9 MiB journal-remote writes for a host's
+    day; with it, 4,096 such files asked 9 GiB of the device).
     Nothing is asked when the last object is in the page cache already (libsystemd read the file before); the ranges
     are worked out once per state of the file (its identity, size and modification time)."""
     try:
@@ -152,7 +158,7 @@ def read_ahead(path: str) -> None:
         state = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         known = _RANGES.get(path)
         if known is None or known[0] != state:
-            known = (state, _data_ranges(fd, tail, st.st_size))
+            known = (state, _without(_data_ranges(fd, tail, st.st_size), _hash_table(head)))
             _RANGES.put(path, known)
         for start, length in known[1]:
             os.posix_fadvise(fd, start, length, os.POSIX_FADV_WILLNEED)
@@ -160,6 +166,27 @@ def read_ahead(path: str) -> None:
         return  # the reader says what is wrong with the file
     finally:
         os.close(fd)
+
+
+def _hash_table(head: bytes) -> tuple[int, int]:
+    """(start, end) of the data hash table's items, from the header ((0, 0) when it names none)."""
+    offset, size = _HASH_TABLE.unpack_from(head, _HASH_TABLE_AT)
+    return (offset, offset + size) if offset and size else (0, 0)
+
+
+def _without(ranges: tuple[tuple[int, int], ...], gap: tuple[int, int]) -> tuple[tuple[int, int], ...]:
+    """`ranges` ((start, length) each) less the bytes from gap[0] to gap[1]."""
+    low, high = gap
+    if low >= high:
+        return ranges
+    out: list[tuple[int, int]] = []
+    for start, length in ranges:
+        end = start + length
+        if start < low:
+            out.append((start, min(end, low) - start))
+        if end > high:
+            out.append((max(start, high), end - max(start, high)))
+    return tuple((s, n) for s, n in out if n > 0)
 
 
 def _in_cache(fd: int, offset: int) -> bool:
