@@ -19,10 +19,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from providers.telemetry.kernel.collect import KEYWORD_BYTES, KEYWORDS, Collector
 from providers.telemetry.kernel.parse import is_continuation, parse_line
 from providers.telemetry.kernel.rules import attribute
+from providers.telemetry.kernel.sources.blocks import keyword_lines
 from providers.telemetry.kernel.sources.files import FileSource
 from providers.telemetry.kernel.sources.search import READ_CHUNK
 from providers.telemetry.merge import merge
@@ -689,3 +692,16 @@ def test_a_record_continued_by_lines_appended_after_a_request(tmp_path: Path) ->
     check(source, tmp_path, window, ["worker-01"], full=False)
     got = scan(source, ["worker-01"], window)
     assert [r.lines for r in got.records["worker-01"]] == [[NOISE[6999 % len(NOISE)], AER[1]]]
+
+
+_KEYWORD_PIECES = st.sampled_from([*KEYWORDS, "NVR", "SXi", "PCIe Bus", "Killed process", "GS", "x", " ", "\n", "é"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_KEYWORD_PIECES, max_size=60), st.booleans())
+def test_a_blocks_keyword_lines_are_those_holding_a_keyword(pieces: list[str], newline_end: bool) -> None:
+    # the block's one search for every keyword gives the lines a search of each line for each keyword gives: two on a
+    # line, one at a line's start or end, a keyword's own first letters, the last line with or without its newline
+    view = "".join(pieces).encode() + (b"\n" if newline_end else b"")
+    want = [i for i, line in enumerate(view.split(b"\n")) if any(k in line for k in KEYWORD_BYTES)]
+    assert keyword_lines(view) == want

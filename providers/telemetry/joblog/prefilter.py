@@ -32,14 +32,12 @@ from __future__ import annotations
 
 import functools
 import re
-import threading
 from collections import Counter
-
-import hyperscan
 
 from providers.telemetry.joblog.lines import Marks, NodeParser
 from providers.telemetry.joblog.patterns import MAX_LINE_CHARS, PREFIX_SCAN
 from providers.telemetry.joblog.signals import MARKERS, STANDALONE
+from providers.telemetry.literals import Literals
 
 #: texts that make a line a candidate besides the table's markers: they open or mark what the parser follows
 STRUCTURAL = (
@@ -95,12 +93,6 @@ def candidate_words() -> tuple[str, ...]:
 # ---------------------------------------------------------------- the search
 
 
-def _literal(text: str) -> bytes:
-    """A literal text as a Hyperscan expression: every byte but letters and digits written `\\xNN`."""
-    return "".join(c if c.isascii() and c.isalnum() else "".join(f"\\x{b:02x}" for b in c.encode())
-                   for c in text).encode()
-
-
 class _Search:
     """One Hyperscan database of every word the reader looks for: the signal table's markers (their ids are their
     indices in `signals.MARKERS`) and the structural and reread texts. `lines` scans a buffer once and gives its
@@ -110,35 +102,18 @@ class _Search:
         words = list(MARKERS)
         words += [w for w in (*STRUCTURAL, *REREAD) if w not in MARKERS]
         self.markers = len(MARKERS)
-        self.lengths = tuple(len(w.encode()) for w in words)
+        self.literals = Literals(words)
+        self.lengths = self.literals.lengths
         # a line holding one of these is a candidate; a context-only marker alone (`~` in the table) is not
         standalone = set(STANDALONE) | set(STRUCTURAL) | set(REREAD)
         self.deciding = frozenset(i for i, w in enumerate(words) if w in standalone)
-        self.database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        self.database.compile(expressions=[_literal(w) for w in words], ids=list(range(len(words))), flags=0)
-        self._scratch = hyperscan.Scratch(self.database)
-        self._local = threading.local()
-
-    def _thread_scratch(self) -> hyperscan.Scratch:
-        # a scratch space serves one scan at a time: each thread has its own
-        scratch = getattr(self._local, "scratch", None)
-        if scratch is None:
-            scratch = self._local.scratch = self._scratch.clone()
-        return scratch
 
     def lines(self, data: bytes) -> list[tuple[int, int, Marks]]:
         """The candidate lines of `data`, in order: (where the line starts, where it ends (its newline, or the end
         of the data), what the search found in it (`lines.Marks`))."""
-        found: list[tuple[int, int]] = []
-        add = found.append
-
-        def on_match(ident: int, _start: int, end: int, _flags: int, _context: object) -> None:
-            add((end, ident))
-
-        self.database.scan(data, match_event_handler=on_match, scratch=self._thread_scratch())
+        found = self.literals.ends(data)
         if not found:
             return []
-        found.sort()
         lengths, deciding, markers = self.lengths, self.deciding, self.markers
         out: list[tuple[int, int, Marks]] = []
         head = tail = -1

@@ -32,7 +32,8 @@ from datetime import date
 from functools import lru_cache
 
 from providers.telemetry.cache import Bounded
-from providers.telemetry.kernel.collect import KEYWORD_BYTES
+from providers.telemetry.kernel.collect import KEYWORDS
+from providers.telemetry.literals import Literals
 
 #: what the cache of block summaries may hold, in bytes (estimated: packed stamps and the summary's objects)
 BLOCK_CACHE_BYTES = 32 * 1024 * 1024
@@ -138,15 +139,25 @@ def repeated_lines(view: bytes, brackets: list[bytes]) -> set[int]:
     return {view.count(b"\n", 0, m.start()) for m in BRACKET.finditer(view) if m.group(1) in repeated}
 
 
+#: the kernel's keywords, searched for in a block at once
+_KEYWORDS = Literals(KEYWORDS)
+
+
 def keyword_lines(view: bytes) -> list[int]:
-    """The indexes of the lines of `view` holding a keyword (collect.KEYWORDS), in order."""
-    found: set[int] = set()
-    for keyword in KEYWORD_BYTES:
-        at = view.find(keyword)
-        while at >= 0:
-            found.add(view.count(b"\n", 0, at))
-            at = view.find(keyword, view.find(b"\n", at) + 1)
-    return sorted(found)
+    """The indexes of the lines of `view` holding a keyword (collect.KEYWORDS), in order: one search of the block
+    for every keyword, then a count of the newlines before each match (a keyword holds no newline)."""
+    found: list[int] = []
+    line = counted = 0  # newlines before `counted`
+    lengths = _KEYWORDS.lengths
+    for end, ident in _KEYWORDS.ends(view):
+        start = end - lengths[ident]
+        if start < counted:
+            continue  # on the line already found
+        line += view.count(b"\n", counted, start)
+        found.append(line)
+        counted = view.find(b"\n", start) + 1 or len(view)
+        line += 1
+    return found
 
 
 #: the most scope names a combined file's lines are searched for at once (more: every line is parsed)

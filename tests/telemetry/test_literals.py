@@ -1,0 +1,58 @@
+"""The one literal search both rooms use (`providers.telemetry.literals`): every match of every text, as the texts
+are, whatever bytes they hold."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from providers.telemetry.literals import Literals
+
+
+def _every_match(words: list[str], data: bytes) -> list[tuple[int, int]]:
+    found = []
+    for ident, word in enumerate(words):
+        needle = word.encode()
+        at = data.find(needle)
+        while at >= 0:
+            found.append((at + len(needle), ident))
+            at = data.find(needle, at + 1)
+    return sorted(found)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"NVRM: Xid (PCI:0000:07:00): 79\nno keyword\nSXid and NVRM on one line\n",
+        b"aaaa",  # overlapping matches of one text
+        "Cuda failure 'invalid argument' \u00e9 [rank0]: a.b*c+d (x) $^ \\ \t\x00".encode(),
+    ],
+)
+def test_every_match_of_every_text_with_its_index(data: bytes) -> None:
+    words = ["NVRM", "SXid", "aa", "a.b*c+d", "(x)", "$^", "\\", "\u00e9", "\x00", "[rank", "Cuda failure '"]
+    assert Literals(words).ends(data) == _every_match(words, data)
+
+
+def test_no_text_or_an_empty_one_is_refused() -> None:
+    for words in ([], ["NVRM", ""]):
+        with pytest.raises(ValueError, match="none of them empty"):
+            Literals(words)
+
+
+def test_threads_scan_at_once_each_with_its_own_scratch() -> None:
+    search = Literals(["NVRM", "SXid"])
+    data = b"NVRM SXid\n" * 2000
+    want = _every_match(["NVRM", "SXid"], data)
+    results: list[bool] = []
+
+    def scan() -> None:
+        results.extend(search.ends(data) == want for _ in range(20))
+
+    threads = [threading.Thread(target=scan) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert results == [True] * 80
