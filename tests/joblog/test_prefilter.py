@@ -21,9 +21,11 @@ from bench.joblog_scan import _failure, _training_block, node_name
 from providers.telemetry.joblog import prefilter
 from providers.telemetry.joblog.lines import NodeParser, parse_lines
 from providers.telemetry.joblog.nodes import exact_resolver
+from providers.telemetry.joblog.patterns import MAX_LINE_CHARS
 from providers.telemetry.joblog.prefilter import text_lines
 from providers.telemetry.joblog.records import NodeLog
 from tests.incidents.corpus import cases
+from tests.joblog.fixtures import BASICSR_737, LLAMAFACTORY_6269
 from tests.joblog.support import fixture_groups
 
 NODE = "node-a"
@@ -33,15 +35,24 @@ RESOLVE = exact_resolver([NODE, "node-b"])
 class _CountingParser(NodeParser):
     fed = 0
 
+    by_kind = 0  # of `fed`, the lines read by their shape (`NodeParser.kind_line`)
+
     def feed(self, raw: str, marks=None) -> None:
         self.fed += 1
         super().feed(raw, marks)
+
+    def kind_line(self, *args) -> bool:
+        taken = super().kind_line(*args)
+        self.fed += taken
+        self.by_kind += taken
+        return taken
 
 
 def _both(
     data: bytes, node: str = NODE, resolve: Callable[[str], str | None] = RESOLVE
 ) -> tuple[NodeLog, NodeLog, int]:
-    """(what feed_tail finds, what a parse of every line finds, lines fed one by one by feed_tail)."""
+    """(what feed_tail finds, what a parse of every line finds, lines parsed one by one by feed_tail: fed, or read by
+    their shape)."""
     parser = _CountingParser(node, resolve)
     prefilter.feed_tail(parser, data)
     return parser.result(), parse_lines(node, text_lines(data), resolve), parser.fed
@@ -60,6 +71,7 @@ SHAPES: dict[str, Callable[[str, int], str]] = {
     "stamp-host": lambda line, i: f"2026-09-09 11:58:{i % 60:02d},123 node-a: {line}",
     "role": lambda line, i: f"[default{i % 8}]:{line}",
     "srun": lambda line, i: f"{i % 16:>2}: {line}",
+    "loki": lambda line, i: f"2026-09-09T11:{i // 60 % 60:02d}:{i % 60:02d}.{i:06d}Z {line}",  # loki._joined
 }
 
 
@@ -265,3 +277,87 @@ def test_ranks_that_first_write_deep_in_a_gap_give_what_every_line_gives(ranks: 
         got, want, fed = _both(data)
         assert got == want
         assert fed < 50
+
+
+def _by_shape(lines: list[str]) -> tuple[NodeLog, NodeLog, int]:
+    """(what feed_tail finds, what a parse of every line finds, lines read by their shape) for `lines` behind some
+    training lines."""
+    data = "".join(f"{line}\n" for line in _training(20) + lines).encode()
+    parser = _CountingParser(NODE, RESOLVE)
+    prefilter.feed_tail(parser, data)
+    return parser.result(), parse_lines(NODE, text_lines(data), RESOLVE), parser.by_kind
+
+
+#: PyTorch 2.6's watchdog timeout and progress lines (three ranks each) and 2.5's `Timeout at NCCL work` lines
+_KIND_LINES = [*LLAMAFACTORY_6269, *BASICSR_737]
+
+
+def test_watchdog_and_progress_lines_are_read_by_their_shape_with_what_every_line_gives() -> None:
+    got, want, by_shape = _by_shape(_KIND_LINES)
+    assert got == want
+    assert len(want.timeouts) == 6 and len(want.progress) == 7
+    assert by_shape == 13  # every timeout and progress line; `Some NCCL operations have failed` is fed
+
+
+_WATCHDOG = LLAMAFACTORY_6269[0]
+_PROGRESS = LLAMAFACTORY_6269[1]
+_SEQ_ID_TAIL = (
+    " failure detected by watchdog at work sequence id: 9 PG status: last enqueued work: 9, last completed work: 8"
+)
+
+
+@pytest.mark.parametrize(
+    ("change", "by_shape"),
+    [
+        # read by their shape: what every line gives, the same line read another way
+        (lambda w, p: (w.replace(" ProcessGroupNCCL", " 4321 ProcessGroupNCCL"), p), 13),  # a thread id in the header
+        (lambda w, p: (w.removesuffix("."), p.removesuffix(".")), 13),  # a line cut before its period
+        (lambda w, p: (w, p.replace("completed NCCL work: 7752", "completed NCCL work: -1")), 13),
+        (lambda w, p: (w.replace("SeqNum=7753, ", ""), p), 13),  # PyTorch 2.1's line: no sequence number
+        (lambda w, p: (w.replace("[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] ", ""), p), 13),  # no header
+        (lambda w, p: (w.replace("_REDUCE_SCATTER_BASE", "A" * 41), p), 13),  # an op's first 40 letters, as read
+        # one step off the shape: the line is fed, and gives what every line gives
+        (lambda w, p: (w.replace("Watchdog", "\x1b[31mWatchdog"), p), 12),  # a terminal escape
+        (lambda w, p: (w.replace("Watchdog", "W\u00e4tchdog Watchdog"), p), 12),  # not ASCII
+        (lambda w, p: (w.replace("OpType", "Note=Timeout(ms)=soon, OpType"), p), 12),
+        (lambda w, p: (w.replace("NumelIn", "Timeout(ms)=soon, NumelIn"), p), 12),  # a first tail that is none
+        (lambda w, p: (w.replace("SeqNum=7753", "SeqNum=" + "7" * 20), p), 12),  # more digits than the reader reads
+        (lambda w, p: (w.replace("[Rank 0]", "[Rank 0] [PG 1 Rank 0]"), p), 12),  # two markers
+        (lambda w, p: (w.replace("[rank0]:", "[rank0]:  "), p), 12),  # two blanks after the prefix
+        (lambda w, p: (w.replace("ProcessGroupNCCL.cpp", "[PG 3] ProcessGroupNCCL.cpp"), p), 12),  # a marker's text
+        (lambda w, p: (w, p.replace("[PG 1 Rank 0]", "[PG 1 (a[b) Rank 0]")), 12),  # a bracket in the group's name
+        (lambda w, p: (w, p + _SEQ_ID_TAIL), 12),  # a second progress shape behind it
+        (lambda w, p: (w + " CUDA error: an illegal memory access was encountered", p), 12),  # another row's marker
+        (lambda w, p: (w + " " + "x" * MAX_LINE_CHARS, p), 12),  # past MAX_LINE_CHARS: read cut
+    ],
+)
+def test_a_kind_line_read_by_its_shape_or_fed_gives_what_every_line_gives(change, by_shape: int) -> None:
+    watchdog, progress = change(_WATCHDOG, _PROGRESS)
+    lines = [watchdog, progress, *_KIND_LINES[2:]]
+    got, want, taken = _by_shape(lines)
+    assert got == want
+    assert taken == by_shape
+
+
+def test_a_kind_line_inside_a_block_is_fed() -> None:
+    # rank 0's traceback is open (it never closes here): every line after it is followed one by one
+    got, want, taken = _by_shape(["[rank0]: Traceback (most recent call last):", *_KIND_LINES])
+    assert got == want
+    assert taken == 0
+
+
+def test_loki_stamped_kind_lines_are_read_by_their_shape_with_what_every_line_gives() -> None:
+    # the Loki source puts each entry's time in front of its line (`loki._joined`): the sighting and the records
+    # carry that time, as the parser reads it
+    stamped = [f"2026-09-09T11:58:{i:02d}.{i:06d}Z {line}" for i, line in enumerate(_KIND_LINES)]
+    got, want, taken = _by_shape(stamped)
+    assert got == want
+    assert taken == 13
+    assert {t.line.observed_at.second for t in want.timeouts} == {
+        i for i, line in enumerate(_KIND_LINES) if "Watchdog caught" in line
+    }
+    # a time the Loki source never writes (an offset, a stream after it) is fed, and read as every line reads it
+    for other in ("2026-09-09T11:58:00.000000+00:00 ", "2026-09-09T11:58:00.000000Z stderr "):
+        got, want, taken = _by_shape([other + line for line in _KIND_LINES])
+        assert got == want
+        assert taken == 0

@@ -240,6 +240,40 @@ class NodeParser:
         if hits.rows:
             self._records(rank, self._marker(body), body, self._line(), hits)
 
+    def kind_line(
+        self, text: str, stamped: bool, rank: int, marker: str, reader: KindReader, values: tuple[Any, ...]
+    ) -> bool:
+        """`feed` for a line `prefilter` read by its shape (`prefilter._KIND_LINE`): Loki's time in front where
+        `stamped`, `[rankN]:`, a C++ log header, a process-group marker and a watchdog timeout or progress message,
+        printable ASCII, read while no block is followed and no desync report waits (`plain`), whose markers are those
+        of the one kind `reader` reads (`kind_of`); `values` are what that kind's reader gives for its message. What
+        `feed` keeps of it: the rank's sighting and the kind's record. False, and nothing taken, when a stamp in front
+        is not one the parser reads as a collector's time."""
+        stamp: _Stamp = None
+        if stamped:
+            stamp = STAMP.match(text)
+            if stamp is None or stamp.group("stream"):
+                return False
+        self._number += 1
+        self._current = (text, stamp)
+        self._current_line = None
+        self._last_prefixed_rank = rank
+        seen = self._seen.get(rank)
+        if seen is None:
+            if len(self._seen) < MAX_RECORDS:
+                self._seen[rank] = [self._number, text, stamp, False]
+        else:
+            seen[0], seen[1], seen[2], seen[3] = self._number, text, stamp, False
+        records = self._timeouts if reader is WATCHDOG_READER else self._progress
+        if len(records) < MAX_RECORDS:
+            records.append(reader.record(self._line(), rank, _group(marker), *values))
+        return True
+
+    @property
+    def plain(self) -> bool:
+        """Whether the next line is read by itself: no block followed, no desync report waiting for its group."""
+        return not (self._pending_desync or self.in_block)
+
     def summary(self, lines: list[str]) -> bool:
         """Take torchelastic's failure summary, cut out of the buffer (`prefilter.feed_tail`), as `feed` would take
         its lines one by one, when no step but the summary's own can apply to them: no block open and no desync
@@ -746,6 +780,30 @@ _EXCEPTION_SUFFIXES = ("Error", "Exception", "Interrupt", "Exit", "Iteration", "
 def _is_exception_line(body: str) -> bool:
     m = EXCEPTION_HEAD.match(body)
     return m is not None and m.group("name").endswith(_EXCEPTION_SUFFIXES)
+
+
+@dataclass(frozen=True, slots=True)
+class KindReader:
+    """A kind of line `NodeParser.kind_line` takes: its `parse` value in the signal table and the record it makes."""
+
+    parse: str
+    record: type
+
+
+WATCHDOG_READER = KindReader("watchdog", WatchdogTimeout)
+PROGRESS_READER = KindReader("progress", WorkProgress)
+
+
+@functools.lru_cache(maxsize=4096)
+def kind_of(found: tuple[int, ...]) -> KindReader | None:
+    """The kind of a line whose search found the table's markers `found` (ids in `signals.MARKERS`) when their rows
+    are all of one kind `NodeParser.kind_line` takes (a watchdog timeout, a progress line) and no other row reads the
+    line; else None."""
+    hits = hits_of(tuple(sorted(set(found))))
+    if hits.text_rows or hits.format_rows or len(hits.parses) != 1:
+        return None
+    (parse,) = hits.parses
+    return next((r for r in (WATCHDOG_READER, PROGRESS_READER) if r.parse == parse), None)
 
 
 def parse_lines(node: str, lines: list[str], resolve: NodeResolver) -> NodeLog:

@@ -34,7 +34,7 @@ import functools
 import re
 from collections import Counter
 
-from providers.telemetry.joblog.lines import Marks, NodeParser
+from providers.telemetry.joblog.lines import PROGRESS_READER, WATCHDOG_READER, Marks, NodeParser, kind_of
 from providers.telemetry.joblog.patterns import MAX_LINE_CHARS, PREFIX_SCAN
 from providers.telemetry.joblog.signals import MARKERS, STANDALONE
 from providers.telemetry.literals import Literals
@@ -52,6 +52,27 @@ STRUCTURAL = (
 REREAD = ('{"log":', " stdout P ", " stderr P ", "\x1b", "\x00")
 
 _RANK = b"[rank"
+#: PyTorch's watchdog timeout and progress lines as ProcessGroupNCCL prints them behind a rank prefix, in printable
+#: ASCII: Loki's time where the Loki source puts it in front (`loki._stamp`), `[rankN]:`, the C++ log header
+#: (`[E909 17:59:58.000415432 ProcessGroupNCCL.cpp:616] `, a thread id after the time in some releases), the
+#: process-group marker (`[Rank N]`, `[PG 1 Rank N]`, `[PG ID 0 PG GUID 0(default_pg) Rank N]`) and the message, to
+#: the line's end. Read so, a line gives what the node parser's readers give it (`kinds.watchdog`, `kinds.progress`,
+#: `NodeParser._marker`): the header holds no `[` the marker search could take, the message starts right behind the
+#: marker, the watchdog's tail is at the first `Timeout(ms)=` after its head, and a progress line holds nothing after
+#: its numbers that another of its shapes could start with. `tests/joblog/test_prefilter.py` compares it with the
+#: parser on every shape, behind Loki's time, and on lines one step off each.
+_KIND_LINE = re.compile(
+    rb"(?P<prefix>(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z )?\[rank(?P<rank>\d{1,9}+)\]: ?+)"
+    rb"(?:\[[IWEF]\d{3,4}+ \d\d:\d\d:\d\d\.\d{1,9}+ (?:\d{1,10}+ )?[A-Za-z_][A-Za-z0-9_.]{0,63}+:\d{1,6}+\] )?"
+    rb"(?P<marker>\[(?:PG (?:ID )?\d{1,9}+ (?:PG GUID [!-Z\\^-~]{1,128}+ |\([ -(*-Z\\^-~]{1,128}+\) )?)?"
+    rb"Rank \d{1,9}+\]) "
+    rb"(?:Watchdog caught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>\d{1,19}+), )?"
+    rb"OpType=(?P<op>[A-Z_]{1,40}+)(?:(?!Timeout\(ms\)=)[ -~])*"
+    rb"Timeout\(ms\)=(?P<timeout>\d{1,12}+)\) ran for (?P<ran>\d{1,15}+) milliseconds before timing out\.?"
+    rb"|(?:Exception \(either an error or timeout\) detected by watchdog at work|Timeout at NCCL work): "
+    rb"(?P<work>-?\d{1,19}+), last enqueued NCCL work: (?P<enq>-?\d{1,19}+), "
+    rb"last completed NCCL work: (?P<done>-?\d{1,19}+)\.?)"
+)
 #: where torchelastic's summary starts (`Failures:`, `Root Cause (first observed failure):`) and the line of `=` that
 #: ends it, looked for within _SUMMARY_BYTES
 _SUMMARY_STARTS = (b"Failures:", b"Root Cause")
@@ -183,10 +204,37 @@ def feed_tail(parser: NodeParser, data: bytes) -> None:
 
 
 def _feed_candidate(parser: NodeParser, data: bytes, candidate: tuple[int, int, Marks]) -> int:
-    """Feed a candidate line with the markers the search found in it; return where the next line starts."""
+    """Feed a candidate line with the markers the search found in it; return where the next line starts. A watchdog
+    timeout or progress line in PyTorch's own shape (`_KIND_LINE`) is read from that shape's match instead, when
+    its markers are its kind's alone and the parser reads the line by itself."""
     start, end, marks = candidate
+    if end - start <= MAX_LINE_CHARS:
+        reader = kind_of(marks[0])
+        if reader is not None and parser.plain:
+            m = _KIND_LINE.fullmatch(data, start, end)
+            if m is not None and marks[1] >= m.end("prefix") - start:
+                _take_kind(parser, data, start, end, m, reader)
+                return end + 1
     parser.feed(_text(data[start:end]), marks)
     return end + 1
+
+
+def _take_kind(parser: NodeParser, data: bytes, start: int, end: int, m: re.Match[bytes], reader: object) -> None:
+    """Hand `NodeParser.kind_line` the line `m` matched, with what the kind's reader gives for its message."""
+    rank, marker, seq, op, timeout, ran, work, enq, done = m.group(
+        "rank", "marker", "seq", "op", "timeout", "ran", "work", "enq", "done"
+    )
+    values: tuple[object, ...]
+    if op is not None and reader is WATCHDOG_READER:
+        values = (int(seq) if seq is not None else None, op.decode(), int(timeout), int(ran))
+    elif op is None and reader is PROGRESS_READER:
+        values = (int(work), int(enq), int(done))
+    else:  # the line's markers are another kind's than its shape (none of the table's rows does that)
+        parser.feed(_text(data[start:end]))
+        return
+    if not parser.kind_line(data[start:end].decode("ascii"), m.start("rank") > start + 5, int(rank),
+                            marker.decode("ascii"), reader, values):  # fmt: skip
+        parser.feed(_text(data[start:end]))  # a time in front that the parser does not read as a collector's
 
 
 def _summary(parser: NodeParser, data: bytes, pos: int) -> int:
