@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from providers.telemetry.kernel.collect import KEYWORD_BYTES, KEYWORDS, Collector
 from providers.telemetry.kernel.parse import is_continuation, parse_line
 from providers.telemetry.kernel.rules import attribute
+from providers.telemetry.kernel.sources import reader as reader_module
 from providers.telemetry.kernel.sources.blocks import keyword_lines
 from providers.telemetry.kernel.sources.files import FileSource
 from providers.telemetry.kernel.sources.search import READ_CHUNK
@@ -705,3 +706,24 @@ def test_a_blocks_keyword_lines_are_those_holding_a_keyword(pieces: list[str], n
     view = "".join(pieces).encode() + (b"\n" if newline_end else b"")
     want = [i for i, line in enumerate(view.split(b"\n")) if any(k in line for k in KEYWORD_BYTES)]
     assert keyword_lines(view) == want
+
+
+def test_a_window_starting_inside_a_block_read_before_analyses_no_block(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading starts where the block holding the window's first line starts on the grid: a later window inside an
+    earlier one reads blocks whose summaries were kept, and analyses none again."""
+    _long_noise(tmp_path / "worker-01" / "kern.log")
+    source = FileSource(tmp_path)
+    analysed: list[int] = []
+    real_analyse = reader_module.analyse
+    monkeypatch.setattr(reader_module, "analyse", lambda *a: analysed.append(1) or real_analyse(*a))
+    scan(source, ["worker-01"], Window(DETECTED - timedelta(minutes=30), DETECTED + timedelta(minutes=2)))
+    assert analysed
+    for minutes in (3, 7, 11):
+        analysed.clear()
+        window = Window(DETECTED - timedelta(minutes=30 - minutes), DETECTED + timedelta(minutes=1))
+        got = scan(source, ["worker-01"], window)
+        assert analysed == []
+        slow = scan(FileSource(tmp_path, cache_entries=0, by_stamps=False), ["worker-01"], window)
+        assert state(got) == state(slow)

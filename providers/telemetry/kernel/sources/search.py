@@ -266,10 +266,29 @@ def _probe(f: PlainFile, pos: int, end: int, ctx: TimeContext) -> tuple[int, dat
     return line_start, None, free
 
 
+#: how far before a grid line `grid_block_start` looks for the newline that ends the block before it
+GRID_LOOK_BACK = 4096
+
+
+def grid_block_start(f: PlainFile, offset: int) -> int:
+    """Where the block holding the line at `offset` starts on the file's READ_CHUNK grid: after the last newline
+    before the grid line at or below `offset` (the reader cuts its blocks there: reader.forward_plain). A window
+    starting anywhere in that block then reads it under the key an earlier window kept its summary under, instead of
+    a block of its own analysed anew. Reading from there is reading earlier than the search found, which is always
+    safe. `offset` itself when no newline lies within GRID_LOOK_BACK bytes before that grid line."""
+    grid = offset - offset % READ_CHUNK
+    if grid == 0:
+        return 0
+    back = f.pread(max(0, grid - GRID_LOOK_BACK), min(GRID_LOOK_BACK, grid))
+    newline = back.rfind(b"\n")
+    return grid - len(back) + newline + 1 if newline >= 0 else offset
+
+
 def search_offset(
     f: PlainFile, size: int, target: datetime, deadline: Deadline, ctx: TimeContext, facts: FileFacts
 ) -> int:
-    """A byte offset at or before the first line at or after `target`, within SEARCH_BLOCK of it."""
+    """A byte offset at or before the first line at or after `target`, within SEARCH_BLOCK and a READ_CHUNK of it:
+    where the block holding the line found starts on the file's grid (`grid_block_start`)."""
     key = (target, ctx)
     known = facts.searches.get(key)
     if known is not None:
@@ -284,6 +303,7 @@ def search_offset(
         else:
             # At or past the target, or nothing readable near here: searching earlier is always safe.
             hi = mid
+    lo = grid_block_start(f, lo)
     if len(facts.searches) < CACHE_SEARCHES:
         facts.searches[key] = lo
     return lo
