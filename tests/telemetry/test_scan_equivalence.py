@@ -727,3 +727,28 @@ def test_a_window_starting_inside_a_block_read_before_analyses_no_block(
         assert analysed == []
         slow = scan(FileSource(tmp_path, cache_entries=0, by_stamps=False), ["worker-01"], window)
         assert state(got) == state(slow)
+
+
+def test_a_file_met_first_is_read_from_the_line_found_then_from_its_blocks_on_the_grid(tmp_path: Path) -> None:
+    """A fresh worker reads a file from the line its search found (no more of it than the window needs); once the
+    file was searched, a window is read from where its first block starts on the grid."""
+    from providers.telemetry.kernel.parse import DEFAULT_CONTEXT
+    from providers.telemetry.kernel.sources import facts as kept
+    from providers.telemetry.kernel.sources import search
+
+    path = tmp_path / "worker-01" / "kern.log"
+    _long_noise(path)
+    size = path.stat().st_size
+    counted = Collector(nodes=("worker-01",), window=Window(DETECTED, DETECTED))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        plain = search.PlainFile(fd, counted)
+        targets = [DETECTED - timedelta(minutes=m) for m in (30, 23, 16, 9)]
+        alone = [search.search_offset(plain, size, t, deadline(), DEFAULT_CONTEXT, kept.FileFacts()) for t in targets]
+        facts = kept.FileFacts()
+        found = [search.search_offset(plain, size, t, deadline(), DEFAULT_CONTEXT, facts) for t in targets]
+        assert found[0] == alone[0]
+        assert found[1:] == [search.grid_block_start(plain, offset) for offset in alone[1:]]
+        assert all(f <= a for f, a in zip(found, alone, strict=True)) and found != alone
+    finally:
+        os.close(fd)

@@ -287,8 +287,11 @@ def grid_block_start(f: PlainFile, offset: int) -> int:
 def search_offset(
     f: PlainFile, size: int, target: datetime, deadline: Deadline, ctx: TimeContext, facts: FileFacts
 ) -> int:
-    """A byte offset at or before the first line at or after `target`, within SEARCH_BLOCK and a READ_CHUNK of it:
-    where the block holding the line found starts on the file's grid (`grid_block_start`)."""
+    """A byte offset at or before the first line at or after `target`, within SEARCH_BLOCK (and a READ_CHUNK) of it.
+    When the file was searched before (a window read in it earlier), that is where the block holding the line found
+    starts on the file's grid (`grid_block_start`): the blocks read for the earlier window are read under the keys
+    they were kept under. A file met for the first time is read from the line found: a fresh worker does not analyse
+    more of each file than the window needs."""
     key = (target, ctx)
     known = facts.searches.get(key)
     if known is not None:
@@ -303,7 +306,8 @@ def search_offset(
         else:
             # At or past the target, or nothing readable near here: searching earlier is always safe.
             hi = mid
-    lo = grid_block_start(f, lo)
+    if facts.searches:
+        lo = grid_block_start(f, lo)
     if len(facts.searches) < CACHE_SEARCHES:
         facts.searches[key] = lo
     return lo
