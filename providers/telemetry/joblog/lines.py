@@ -229,12 +229,7 @@ class NodeParser:
         else:
             hits = hits_in(body)
         self._last_prefixed_rank = rank
-        seen = self._seen.get(rank)
-        if seen is None:
-            if len(self._seen) < MAX_RECORDS:
-                self._seen[rank] = [self._number, text, None, False]
-        else:
-            seen[0], seen[1], seen[2], seen[3] = self._number, text, None, False
+        self._own_sighting(rank, text, None)
         if body.startswith("Traceback"):
             self._traceback(rank, body)
         if hits.rows:
@@ -258,12 +253,7 @@ class NodeParser:
         self._current = (text, stamp)
         self._current_line = None
         self._last_prefixed_rank = rank
-        seen = self._seen.get(rank)
-        if seen is None:
-            if len(self._seen) < MAX_RECORDS:
-                self._seen[rank] = [self._number, text, stamp, False]
-        else:
-            seen[0], seen[1], seen[2], seen[3] = self._number, text, stamp, False
+        self._own_sighting(rank, text, stamp)
         records = self._timeouts if reader is WATCHDOG_READER else self._progress
         if len(records) < MAX_RECORDS:
             records.append(reader.record(self._line(), rank, _group(marker), *values))
@@ -428,6 +418,15 @@ class NodeParser:
             return None
         close = body.find("]", start, start + _MARKER_CHARS)  # a marker holds no `]` before its last character
         return _group(body[start : close + 1]) if close >= 0 else None
+
+    def _own_sighting(self, rank: int, text: str, stamp: _Stamp) -> None:
+        """The rank's sighting is the current line, one of its own (`_sighting` of a line with its prefix)."""
+        seen = self._seen.get(rank)
+        if seen is None:
+            if len(self._seen) < MAX_RECORDS:
+                self._seen[rank] = [self._number, text, stamp, False]
+        else:
+            seen[0], seen[1], seen[2], seen[3] = self._number, text, stamp, False
 
     def _sighting(self, rank: int, text: str, stamp: _Stamp, marker_only: bool) -> None:
         seen = self._seen.get(rank)

@@ -26,7 +26,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date
 from functools import lru_cache
@@ -145,17 +145,22 @@ _KEYWORDS = Literals(KEYWORDS)
 
 def keyword_lines(view: bytes) -> list[int]:
     """The indexes of the lines of `view` holding a keyword (collect.KEYWORDS), in order: one search of the block
-    for every keyword, then a count of the newlines before each match (a keyword holds no newline)."""
-    found: list[int] = []
-    line = counted = 0  # newlines before `counted`
+    for every keyword, then the lines of the matches (a keyword holds no newline)."""
     lengths = _KEYWORDS.lengths
-    for end, ident in _KEYWORDS.ends(view):
-        start = end - lengths[ident]
-        if start < counted:
-            continue  # on the line already found
-        line += view.count(b"\n", counted, start)
+    return _lines_of(view, (end - lengths[ident] for end, ident in _KEYWORDS.ends(view)))
+
+
+def _lines_of(view: bytes, starts: Iterable[int]) -> list[int]:
+    """The indexes of the lines of `view` where the matches starting at `starts` lie, each line once, in order
+    (`starts` in the order of the lines they lie on)."""
+    found: list[int] = []
+    at = line = 0  # `line` newlines lie before `at`
+    for start in starts:
+        if start < at:
+            continue  # on a line already found
+        line += view.count(b"\n", at, start)
         found.append(line)
-        counted = view.find(b"\n", start) + 1 or len(view)
+        at = view.find(b"\n", start) + 1 or len(view)
         line += 1
     return found
 
@@ -180,18 +185,7 @@ def lines_naming(view: bytes, names: re.Pattern[bytes]) -> list[int]:
     holding none cannot be a scope node's line.
     """
     lowered = view.lower()
-    found: list[int] = []
-    at = 0
-    line = 0
-    for m in names.finditer(lowered):
-        start = m.start()
-        if start < at:
-            continue  # this line is already in
-        line += lowered.count(b"\n", at, start)
-        found.append(line)
-        at = lowered.find(b"\n", start) + 1 or len(lowered)
-        line += 1
-    return found
+    return _lines_of(lowered, (m.start() for m in names.finditer(lowered)))
 
 
 #: a block's key: (path, the file's lineage, the block's first byte)
