@@ -2,8 +2,8 @@
 index of its text (the job-log reader's markers, the kernel blocks' keywords).
 
 A Hyperscan scan of a buffer costs about what reading it costs, whatever the number of texts: the kernel's five
-keywords, each looked for by `bytes.find`, took 52 us in a 16 KiB block, the one scan 4 us
-(bench/kernel_scan.py's blocks, 2026-12-06). Each thread scans with its own scratch space.
+keywords, each looked for by `bytes.find`, took 52 us in a 16 KiB block, the one scan 4 us (a block of
+bench/fleet.py's kernel tree, 2026-12-06). Each thread scans with its own scratch space.
 """
 
 from __future__ import annotations

@@ -114,6 +114,11 @@ def _marked(marks: Marks, low: int, high: int) -> Hits:
         return hits_of(tuple(sorted(
             {i for end, i in every if i < _TABLE_MARKERS and end <= high and end - lengths[i] >= low}
         )))
+    return _found_hits(found)
+
+
+def _found_hits(found: tuple[int, ...]) -> Hits:
+    """The rows of the markers a search found in a line, by their ids in the order found."""
     hits = _BY_FOUND.get(found)
     if hits is None:
         if len(_BY_FOUND) >= _BY_FOUND_MAX:
@@ -798,7 +803,7 @@ def kind_of(found: tuple[int, ...]) -> KindReader | None:
     """The kind of a line whose search found the table's markers `found` (ids in `signals.MARKERS`) when their rows
     are all of one kind `NodeParser.kind_line` takes (a watchdog timeout, a progress line) and no other row reads the
     line; else None."""
-    hits = hits_of(tuple(sorted(set(found))))
+    hits = _found_hits(found)
     if hits.text_rows or hits.format_rows or len(hits.parses) != 1:
         return None
     (parse,) = hits.parses

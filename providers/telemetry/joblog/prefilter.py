@@ -34,7 +34,14 @@ import functools
 import re
 from collections import Counter
 
-from providers.telemetry.joblog.lines import PROGRESS_READER, WATCHDOG_READER, Marks, NodeParser, kind_of
+from providers.telemetry.joblog.lines import (
+    PROGRESS_READER,
+    WATCHDOG_READER,
+    KindReader,
+    Marks,
+    NodeParser,
+    kind_of,
+)
 from providers.telemetry.joblog.patterns import MAX_LINE_CHARS, PREFIX_SCAN
 from providers.telemetry.joblog.signals import MARKERS, STANDALONE
 from providers.telemetry.literals import Literals
@@ -62,7 +69,7 @@ _RANK = b"[rank"
 #: its numbers that another of its shapes could start with. `tests/joblog/test_prefilter.py` compares it with the
 #: parser on every shape, behind Loki's time, and on lines one step off each.
 _KIND_LINE = re.compile(
-    rb"(?P<prefix>(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z )?\[rank(?P<rank>\d{1,9}+)\]: ?+)"
+    rb"(?P<prefix>(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z )?\[rank(?P<rank>\d{1,9}+)\]: ?+)"
     rb"(?:\[[IWEF]\d{3,4}+ \d\d:\d\d:\d\d\.\d{1,9}+ (?:\d{1,10}+ )?[A-Za-z_][A-Za-z0-9_.]{0,63}+:\d{1,6}+\] )?"
     rb"(?P<marker>\[(?:PG (?:ID )?\d{1,9}+ (?:PG GUID [!-Z\\^-~]{1,128}+ |\([ -(*-Z\\^-~]{1,128}+\) )?)?"
     rb"Rank \d{1,9}+\]) "
@@ -219,7 +226,7 @@ def _feed_candidate(parser: NodeParser, data: bytes, candidate: tuple[int, int, 
     return end + 1
 
 
-def _take_kind(parser: NodeParser, data: bytes, start: int, end: int, m: re.Match[bytes], reader: object) -> None:
+def _take_kind(parser: NodeParser, data: bytes, start: int, end: int, m: re.Match[bytes], reader: KindReader) -> None:
     """Hand `NodeParser.kind_line` the line `m` matched, with what the kind's reader gives for its message."""
     rank, marker, seq, op, timeout, ran, work, enq, done = m.group(
         "rank", "marker", "seq", "op", "timeout", "ran", "work", "enq", "done"
@@ -232,7 +239,7 @@ def _take_kind(parser: NodeParser, data: bytes, start: int, end: int, m: re.Matc
     else:  # the line's markers are another kind's than its shape (none of the table's rows does that)
         parser.feed(_text(data[start:end]))
         return
-    if not parser.kind_line(data[start:end].decode("ascii"), m.start("rank") > start + 5, int(rank),
+    if not parser.kind_line(data[start:end].decode("ascii"), m.group("stamp") is not None, int(rank),
                             marker.decode("ascii"), reader, values):  # fmt: skip
         parser.feed(_text(data[start:end]))  # a time in front that the parser does not read as a collector's
 

@@ -26,12 +26,11 @@ KERNEL_TAG = "kernel"
 #: Every decode rule (decode.py) matches text holding one of them: Xid and the GPU messages `NVRM: ...`, NVSwitch
 #: `SXid (PCI:...)`, PCIe AER `PCIe Bus Error: severity=...`, GSP RPC timeouts `... GSP!`; "Killed process " keeps
 #: the OOM killer's line, which decodes to no event: job-log rules match a SIGKILLed rank's pid to it. The one list:
-#: the byte prefilter the file source runs before parsing (KEYWORD_BYTES) is built from it; append here, nowhere else.
+#: the byte prefilter the file source runs on a block before parsing (`sources/blocks.keyword_lines`) is built from
+#: it; append here, nowhere else.
 KEYWORDS = ("NVRM", "SXid", "PCIe Bus Error", "GSP", "Killed process ")
 
 
-#: the byte prefilter built from KEYWORDS (UTF-8): a raw line holding none of these cannot make a record kept
-KEYWORD_BYTES = tuple(k.encode() for k in KEYWORDS)
 #: one search for any of KEYWORDS in a text
 _KEYWORD = re.compile("|".join(re.escape(k) for k in KEYWORDS))
 

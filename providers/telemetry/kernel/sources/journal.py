@@ -139,7 +139,7 @@ def read_ahead(path: str) -> None:
     where it is) that hold data, libsystemd then finds its pages in the cache and the unused space is never read.
     The data hash table is left out: libsystemd looks into it only to find a field's value (a match, a write), which
     the source never asks, and it is most of a small file (3.6 of the 3.9 MiB journal-remote writes for a host's
-    day; with it, 4,096 such files asked 9 GiB of the device).
+    day; with it, the first read of 1,024 such files took 2.2 GiB from the device, without it 0.18 GiB).
     Nothing is asked when the last object is in the page cache already (libsystemd read the file before); the ranges
     are worked out once per state of the file (its identity, size and modification time)."""
     try:
