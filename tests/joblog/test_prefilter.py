@@ -361,3 +361,16 @@ def test_loki_stamped_kind_lines_are_read_by_their_shape_with_what_every_line_gi
         got, want, taken = _by_shape([other + line for line in _KIND_LINES])
         assert got == want
         assert taken == 0
+
+
+def test_the_loki_sources_own_buffer_is_read_by_the_shape() -> None:
+    # what the Loki source hands the reader (`loki._joined`: each entry's time in front, as `loki._stamp` writes it)
+    from providers.telemetry.joblog.loki import _joined
+
+    base = 1_789_000_000_000_000_000  # ns
+    entries = [(base + i * 1_000_000_007, line) for i, line in enumerate(_training(20) + list(_KIND_LINES))]
+    data = _joined(entries)
+    parser = _CountingParser(NODE, RESOLVE)
+    prefilter.feed_tail(parser, data)
+    assert parser.result() == parse_lines(NODE, text_lines(data), RESOLVE)
+    assert parser.by_kind == 13
