@@ -35,14 +35,14 @@ RESOLVE = exact_resolver([NODE, "node-b"])
 class _CountingParser(NodeParser):
     fed = 0
 
-    by_kind = 0  # of `fed`, the lines read by their shape (`NodeParser.kind_line`)
+    by_kind = 0  # of `fed`, the lines read by their shape (`NodeParser.kind_lines`)
 
     def feed(self, raw: str, marks=None) -> None:
         self.fed += 1
         super().feed(raw, marks)
 
-    def kind_line(self, *args) -> bool:
-        taken = super().kind_line(*args)
+    def kind_lines(self, lines) -> int:
+        taken = super().kind_lines(lines)
         self.fed += taken
         self.by_kind += taken
         return taken
@@ -361,6 +361,24 @@ def test_loki_stamped_kind_lines_are_read_by_their_shape_with_what_every_line_gi
         got, want, taken = _by_shape([other + line for line in _KIND_LINES])
         assert got == want
         assert taken == 0
+
+
+def test_the_shapes_groups_are_in_the_order_the_reader_takes_them() -> None:
+    # `_kind_run` reads the match's groups by position (one call for all of them)
+    assert tuple(prefilter._KIND_LINE.groupindex) == (
+        "prefix", "stamp", "rank", "head", "group_rank", "seq", "op", "timeout", "ran", "work", "enq", "done"
+    )
+
+
+def test_a_run_of_kind_lines_broken_by_a_time_the_parser_does_not_read_is_taken_on_both_sides_of_it() -> None:
+    # the shape's lines are read as a run, one after the other; a line whose time in front is not Loki's ends the run
+    # (it is fed), and the lines after it start another
+    stamped = [f"2026-09-09T11:58:{i:02d}.{i:06d}Z {line}" for i, line in enumerate(_KIND_LINES)]
+    stamped[5] = "2026-09-09T11:58:05.000005+00:00 " + _KIND_LINES[5]
+    got, want, taken = _by_shape(stamped)
+    assert got == want
+    assert taken == 12  # 13 lines in the shape, one of them fed
+    assert stamped[5] in {t.line.text for t in want.timeouts} | {p.line.text for p in want.progress}
 
 
 def test_the_loki_sources_own_buffer_is_read_by_the_shape() -> None:

@@ -240,29 +240,40 @@ class NodeParser:
         if hits.rows:
             self._records(rank, self._marker(body), body, self._line(), hits)
 
-    def kind_line(
-        self, text: str, stamped: bool, rank: int, marker: str, reader: KindReader, values: tuple[Any, ...]
-    ) -> bool:
-        """`feed` for a line `prefilter` read by its shape (`prefilter._KIND_LINE`): Loki's time in front where
-        `stamped`, `[rankN]:`, a C++ log header, a process-group marker and a watchdog timeout or progress message,
-        printable ASCII, read while no block is followed and no desync report waits (`plain`), whose markers are those
-        of the one kind `reader` reads (`kind_of`); `values` are what that kind's reader gives for its message. What
-        `feed` keeps of it: the rank's sighting and the kind's record. False, and nothing taken, when a stamp in front
-        is not one the parser reads as a collector's time."""
-        stamp: _Stamp = None
-        if stamped:
-            stamp = STAMP.match(text)
-            if stamp is None or stamp.group("stream"):
-                return False
-        self._number += 1
-        self._current = (text, stamp)
-        self._current_line = None
-        self._last_prefixed_rank = rank
-        self._own_sighting(rank, text, stamp)
-        records = self._timeouts if reader is WATCHDOG_READER else self._progress
-        if len(records) < MAX_RECORDS:
-            records.append(reader.record(self._line(), rank, _group(marker), *values))
-        return True
+    def kind_lines(self, lines: list[KindLine]) -> int:
+        """`feed` for a run of lines `prefilter` read by their shape (`prefilter._KIND_LINE`), one after the other:
+        each with Loki's time in front where its flag says so, `[rankN]:`, a C++ log header, a process-group marker
+        (its text before `Rank `, and its rank) and a watchdog timeout or progress message, printable ASCII, read
+        while no block is followed and no desync report waits (`plain`, which they leave as it is), whose markers
+        are those of the one kind its reader reads (`kind_of`), with what that kind's reader gives for its message.
+        What `feed` keeps of each: the rank's sighting and the kind's record. Return how many were taken, in order:
+        all but from the first whose stamp in front is not one the parser reads as a collector's time."""
+        seen, timeouts, progress = self._seen, self._timeouts, self._progress
+        number = start = self._number
+        line = current = None
+        for text, stamped, rank, head, group_rank, reader, values in lines:
+            stamp: _Stamp = STAMP.match(text) if stamped else None
+            if stamped and (stamp is None or stamp.group("stream")):
+                break
+            current = (text, stamp)
+            number += 1
+            entry = seen.get(rank)
+            if entry is not None:
+                entry[0], entry[1], entry[2], entry[3] = number, text, stamp, False
+            elif len(seen) < MAX_RECORDS:
+                seen[rank] = [number, text, stamp, False]
+            line = LogLine(text[:MAX_TEXT], None if stamp is None else parse_stamp(stamp), number)
+            records = timeouts if reader is WATCHDOG_READER else progress
+            if len(records) < MAX_RECORDS:
+                found = _group_head(head)
+                group = None if found is None else GroupRank(found[0], group_rank, found[1])
+                records.append(reader.record(line, rank, group, *values))
+            self._last_prefixed_rank = rank
+        if current is not None:
+            self._number = number
+            self._current = current
+            self._current_line = line
+        return number - start
 
     @property
     def plain(self) -> bool:
@@ -278,17 +289,13 @@ class NodeParser:
         if self.in_block or self._pending_desync or len(lines) > MAX_BLOCK_LINES:
             return False
         joined = "\n".join(lines)
-        if not joined.isascii() or any(m in joined for m in _NOT_SUMMARY):
+        if not joined.isascii() or any(m in joined for m in _NOT_SUMMARY) or _NOT_SUMMARY_LINE.search(joined):
             return False
         if any(s.parse not in _SUMMARY_PARSES for s in signals_in(joined)):
             return False
-        for line in lines:
-            if not line.isprintable() or line[:1].isdigit() or line.startswith(("{", "Traceback")):
-                return False
-            first = line[:1]
-            if (first == " " and SRUN_LABEL.match(line)) or (first == "[" and ROLE_PREFIX.match(line)):
-                return False
-            if first.isalnum() and self._own_host_off(line) is not line:
+        for m in _LETTER_FIRST.finditer(joined):
+            line = m.group()
+            if self._own_host_off(line) is not line:
                 return False
         for line in lines:
             self._number += 1
@@ -312,10 +319,13 @@ class NodeParser:
         one, that line's text), in order of first sight; `last_rank` is the rank of the last prefixed line."""
         base = self._number
         for rank, (index, raw) in seen.items():
-            split = self._split(raw)
-            if split is None:  # a CRI partial line is never absorbed; read it as fed, should one come
-                continue
-            text, _, stamp = split
+            if raw[:1] == "[" and raw.isprintable():
+                text, stamp = raw[:MAX_LINE_CHARS], None  # what `_split` makes of it, as in `feed`
+            else:
+                split = self._split(raw)
+                if split is None:  # a CRI partial line is never absorbed; read it as fed, should one come
+                    continue
+                text, _, stamp = split
             entry = self._seen.get(rank)
             if entry is None:
                 if len(self._seen) >= MAX_RECORDS:
@@ -631,7 +641,7 @@ class NodeParser:
             return
         if not stripped:
             return
-        if set(stripped) <= {"-"} or set(stripped) <= {"="}:
+        if not stripped.strip("-") or not stripped.strip("="):  # a line of dashes, or of `=`
             self._close_elastic_entry()
             if stripped[0] == "=":
                 self._elastic_section = None
@@ -736,6 +746,14 @@ def _cri(text: str, stamped: re.Match[str]) -> tuple[int, str, str] | None:
 #: texts that make a summary line more than a summary line (`NodeParser.summary`): a rank prefix, a process-group
 #: marker, a torchrun role prefix
 _NOT_SUMMARY = ("[rank", "[PG ", "[Rank ")
+#: a line of a summary's lines joined (ASCII) that `feed` reads another way than the summary's own: one that is not
+#: printable, starts with a digit, `{` or `Traceback`, or with srun's label (SRUN_LABEL: its blanks before a digit)
+#: or torchrun's role prefix (ROLE_PREFIX)
+_NOT_SUMMARY_LINE = re.compile(
+    r"[^\x20-\x7e\n]|^(?:[0-9{]|Traceback| {1,8}+\d{1,7}+: |\[[A-Za-z_][A-Za-z0-9_-]{0,63}+\]:)", re.MULTILINE
+)
+#: a line of a summary's lines joined that starts with a letter: it may start with a host name (`_own_host_off`)
+_LETTER_FIRST = re.compile(r"^[A-Za-z][^\n]*", re.MULTILINE)
 #: the signal table's kinds a summary line may hold a marker of (they give no record of their own)
 _SUMMARY_PARSES = frozenset({"elastic"})
 
@@ -788,7 +806,7 @@ def _is_exception_line(body: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class KindReader:
-    """A kind of line `NodeParser.kind_line` takes: its `parse` value in the signal table and the record it makes."""
+    """A kind of line `NodeParser.kind_lines` takes: its `parse` value in the signal table and the record it makes."""
 
     parse: str
     record: type
@@ -796,12 +814,15 @@ class KindReader:
 
 WATCHDOG_READER = KindReader("watchdog", WatchdogTimeout)
 PROGRESS_READER = KindReader("progress", WorkProgress)
+#: a line `NodeParser.kind_lines` takes: its text, whether Loki's time is in front, its rank, its process-group
+#: marker's text before `Rank ` and the marker's rank, its kind's reader and what that reader gives for its message
+KindLine = tuple[str, bool, int, str, int, KindReader, tuple[Any, ...]]
 
 
 @functools.lru_cache(maxsize=4096)
 def kind_of(found: tuple[int, ...]) -> KindReader | None:
     """The kind of a line whose search found the table's markers `found` (ids in `signals.MARKERS`) when their rows
-    are all of one kind `NodeParser.kind_line` takes (a watchdog timeout, a progress line) and no other row reads the
+    are all of one kind `NodeParser.kind_lines` takes (a watchdog timeout, a progress line) and no other row reads the
     line; else None."""
     hits = _found_hits(found)
     if hits.text_rows or hits.format_rows or len(hits.parses) != 1:

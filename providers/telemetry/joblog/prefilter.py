@@ -37,7 +37,7 @@ from collections import Counter
 from providers.telemetry.joblog.lines import (
     PROGRESS_READER,
     WATCHDOG_READER,
-    KindReader,
+    KindLine,
     Marks,
     NodeParser,
     kind_of,
@@ -71,8 +71,8 @@ _RANK = b"[rank"
 _KIND_LINE = re.compile(
     rb"(?P<prefix>(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z )?\[rank(?P<rank>\d{1,9}+)\]: ?+)"
     rb"(?:\[[IWEF]\d{3,4}+ \d\d:\d\d:\d\d\.\d{1,9}+ (?:\d{1,10}+ )?[A-Za-z_][A-Za-z0-9_.]{0,63}+:\d{1,6}+\] )?"
-    rb"(?P<marker>\[(?:PG (?:ID )?\d{1,9}+ (?:PG GUID [!-Z\\^-~]{1,128}+ |\([ -(*-Z\\^-~]{1,128}+\) )?)?"
-    rb"Rank \d{1,9}+\]) "
+    rb"(?P<head>\[(?:PG (?:ID )?\d{1,9}+ (?:PG GUID [!-Z\\^-~]{1,128}+ |\([ -(*-Z\\^-~]{1,128}+\) )?)?)"
+    rb"Rank (?P<group_rank>\d{1,9}+)\] "
     rb"(?:Watchdog caught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>\d{1,19}+), )?"
     rb"OpType=(?P<op>[A-Z_]{1,40}+)(?:(?!Timeout\(ms\)=)[ -~])*"
     rb"Timeout\(ms\)=(?P<timeout>\d{1,12}+)\) ran for (?P<ran>\d{1,15}+) milliseconds before timing out\.?"
@@ -206,42 +206,62 @@ def feed_tail(parser: NodeParser, data: bytes) -> None:
             if end > pos:
                 pos = end
                 continue
+        if parser.plain:
+            read = _kind_run(parser, data, candidates, k)
+            if read:
+                k += read
+                pos = candidates[k - 1][1] + 1
+                continue
         pos = _feed_candidate(parser, data, candidates[k])
         k += 1
 
 
 def _feed_candidate(parser: NodeParser, data: bytes, candidate: tuple[int, int, Marks]) -> int:
-    """Feed a candidate line with the markers the search found in it; return where the next line starts. A watchdog
-    timeout or progress line in PyTorch's own shape (`_KIND_LINE`) is read from that shape's match instead, when
-    its markers are its kind's alone and the parser reads the line by itself."""
+    """Feed a candidate line with the markers the search found in it; return where the next line starts."""
     start, end, marks = candidate
-    if end - start <= MAX_LINE_CHARS:
-        reader = kind_of(marks[0])
-        if reader is not None and parser.plain:
-            m = _KIND_LINE.fullmatch(data, start, end)
-            if m is not None and marks[1] >= m.end("prefix") - start:
-                _take_kind(parser, data, start, end, m, reader)
-                return end + 1
     parser.feed(_text(data[start:end]), marks)
     return end + 1
 
 
-def _take_kind(parser: NodeParser, data: bytes, start: int, end: int, m: re.Match[bytes], reader: KindReader) -> None:
-    """Hand `NodeParser.kind_line` the line `m` matched, with what the kind's reader gives for its message."""
-    rank, marker, seq, op, timeout, ran, work, enq, done = m.group(
-        "rank", "marker", "seq", "op", "timeout", "ran", "work", "enq", "done"
-    )
-    values: tuple[object, ...]
-    if op is not None and reader is WATCHDOG_READER:
-        values = (int(seq) if seq is not None else None, op.decode(), int(timeout), int(ran))
-    elif op is None and reader is PROGRESS_READER:
-        values = (int(work), int(enq), int(done))
-    else:  # the line's markers are another kind's than its shape (none of the table's rows does that)
-        parser.feed(_text(data[start:end]))
-        return
-    if not parser.kind_line(data[start:end].decode("ascii"), m.group("stamp") is not None, int(rank),
-                            marker.decode("ascii"), reader, values):  # fmt: skip
-        parser.feed(_text(data[start:end]))  # a time in front that the parser does not read as a collector's
+def _kind_run(parser: NodeParser, data: bytes, candidates: list[tuple[int, int, Marks]], k: int) -> int:
+    """Read the run of watchdog timeout and progress lines in PyTorch's own shape (`_KIND_LINE`) that starts at
+    candidate `k`, one line after the other, each with its kind's markers alone, and hand them to the parser at once
+    (`NodeParser.kind_lines`); the parser reading by itself (`NodeParser.plain`, which such lines leave as it is).
+    Return how many candidate lines were taken: 0 when the first is none of them. A line the parser does not take
+    by its shape (a time in front that it does not read as a collector's) is fed, and ends the run."""
+    run: list[KindLine] = []
+    count = len(candidates)
+    j = k
+    expected = candidates[k][0]
+    while j < count:
+        start, end, marks = candidates[j]
+        if start != expected or end - start > MAX_LINE_CHARS:
+            break
+        reader = kind_of(marks[0])
+        if reader is None:
+            break
+        m = _KIND_LINE.fullmatch(data, start, end)
+        if m is None or marks[1] < m.end(1) - start:  # a marker inside the prefix
+            break
+        _, stamp, rank, head, group_rank, seq, op, timeout, ran, work, enq, done = m.groups()  # in the pattern's order
+        values: tuple[object, ...]
+        if op is not None and reader is WATCHDOG_READER:
+            values = (int(seq) if seq is not None else None, op.decode(), int(timeout), int(ran))
+        elif op is None and reader is PROGRESS_READER:
+            values = (int(work), int(enq), int(done))
+        else:  # the line's markers are another kind's than its shape (none of the table's rows does that)
+            break
+        run.append((data[start:end].decode("ascii"), stamp is not None, int(rank), head.decode("ascii"),
+                    int(group_rank), reader, values))  # fmt: skip
+        expected = end + 1
+        j += 1
+    if not run:
+        return 0
+    taken = parser.kind_lines(run)
+    if taken < len(run):
+        parser.feed(run[taken][0])  # ASCII, within MAX_LINE_CHARS: as `_text` decodes it
+        taken += 1
+    return taken
 
 
 def _summary(parser: NodeParser, data: bytes, pos: int) -> int:

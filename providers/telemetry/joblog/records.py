@@ -22,7 +22,7 @@ class LogLine:
     number: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # not frozen, as the records (above); hashed by its process group and rank
 class GroupRank:
     """A ProcessGroupNCCL marker: the process group's id (None for `[Rank N]`), the rank within it, and the group's
     identity as the line names it (`PG GUID 55(mesh_replicate)` gives `55(mesh_replicate)`, `[PG 0 (default_pg) ...]`
