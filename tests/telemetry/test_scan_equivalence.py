@@ -756,3 +756,91 @@ def test_a_file_met_first_is_read_from_the_line_found_then_from_its_blocks_on_th
         assert all(f <= a for f, a in zip(found, alone, strict=True)) and found != alone
     finally:
         os.close(fd)
+
+
+def _first_at_or_after(data: bytes, target: datetime) -> int:
+    """The offset of the first line of `data` whose time is at or after `target` (read line by line)."""
+    from providers.telemetry.kernel.parse import DEFAULT_CONTEXT, line_time
+
+    at = 0
+    for raw in data.split(b"\n"):
+        value = line_time(raw, DEFAULT_CONTEXT)
+        if value is not None and value >= target:
+            return at
+        at += len(raw) + 1
+    return len(data)
+
+
+def test_a_search_starts_between_the_lines_earlier_searches_found(tmp_path: Path, monkeypatch) -> None:
+    """The bisection starts between the lines earlier probes found nearest its target: a target a few lines later is
+    found without a probe, one minutes later by fewer probes than a search of the whole file; each answer lies at or
+    before the first line at or after its target, within SEARCH_BLOCK and a READ_CHUNK of it."""
+    from providers.telemetry.kernel.parse import DEFAULT_CONTEXT
+    from providers.telemetry.kernel.sources import facts as kept
+    from providers.telemetry.kernel.sources import search
+
+    probes: list[int] = []
+    real_probe = search._probe
+    monkeypatch.setattr(search, "_probe", lambda f, pos, *rest: probes.append(pos) or real_probe(f, pos, *rest))
+    path = tmp_path / "worker-01" / "kern.log"
+    _long_noise(path)
+    data = path.read_bytes()
+    counted = Collector(nodes=("worker-01",), window=Window(DETECTED, DETECTED))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        plain = search.PlainFile(fd, counted)
+
+        def found(target: datetime, facts: kept.FileFacts) -> tuple[int, int]:
+            probes.clear()
+            offset = search.search_offset(plain, len(data), target, deadline(), DEFAULT_CONTEXT, facts)
+            line = _first_at_or_after(data, target)
+            assert offset <= line <= offset + search.SEARCH_BLOCK + READ_CHUNK
+            return offset, len(probes)
+
+        facts = kept.FileFacts()
+        _, whole = found(DETECTED - timedelta(minutes=30), facts)
+        assert whole > 3 and facts.points
+        assert found(DETECTED - timedelta(minutes=30, seconds=-1), facts)[1] == 0  # five lines later: none
+        _, later = found(DETECTED - timedelta(minutes=20), facts)
+        _, fresh = found(DETECTED - timedelta(minutes=20), kept.FileFacts())
+        assert 0 < later < fresh
+        assert len(facts.points) <= kept.CACHE_POINTS
+        # lines known that go back in time across the target (a file rewritten under the same facts) are not used:
+        # the whole file is searched
+        facts.points = {len(data) // 2: DETECTED - timedelta(hours=5), 1000: DETECTED}
+        _, anew = found(DETECTED - timedelta(minutes=10), kept.FileFacts())
+        assert found(DETECTED - timedelta(minutes=10), facts)[1] == anew
+    finally:
+        os.close(fd)
+
+
+def test_the_fact_cache_holds_a_folder_and_two_files_of_every_host_of_the_largest_scope() -> None:
+    from providers.telemetry.kernel.sources.facts import CACHE_ENTRIES
+    from schemas.request import ScopeSchema
+
+    assert CACHE_ENTRIES >= 3 * ScopeSchema._declared_fields["nodes"].max_items
+
+
+def test_a_time_read_with_the_requests_time_context_is_not_kept_as_a_line_found(tmp_path: Path) -> None:
+    """A year-less stamp (BSD syslog) reads by the request's TimeContext, which another request may not share: the
+    lines its probes find bound no later search."""
+    from providers.telemetry.kernel.parse import TimeContext
+    from providers.telemetry.kernel.sources import facts as kept
+    from providers.telemetry.kernel.sources import search
+
+    start = DETECTED - timedelta(minutes=60)
+    lines = [_line("bsd", start + timedelta(milliseconds=200 * i), "worker-01", NOISE[i % len(NOISE)])
+             for i in range(18000)]  # fmt: skip
+    path = tmp_path / "kern.log"
+    path.write_bytes(("\n".join(lines) + "\n").encode())
+    counted = Collector(nodes=("worker-01",), window=Window(DETECTED, DETECTED))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        plain = search.PlainFile(fd, counted)
+        facts = kept.FileFacts()
+        ctx = TimeContext(UTC, DETECTED)
+        offset = search.search_offset(plain, path.stat().st_size, DETECTED - timedelta(minutes=30), deadline(), ctx,
+                                      facts)  # fmt: skip
+        assert 0 < offset and facts.points == {}
+    finally:
+        os.close(fd)

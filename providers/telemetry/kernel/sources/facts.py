@@ -18,16 +18,20 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 #: files and folders whose facts are kept between requests (least recently used dropped first): a host's folder, its
-#: current file and a rotated one for 5,000 hosts, so that a scope of thousands of hosts finds its own kept (a
-#: request reads each folder and file in turn: a bound below its scope would drop every one before its reuse). About
-#: 19 MiB were measured for 4,096 hosts (a folder and a file each, nine searches a file); at most about 100 MiB, were
-#: every entry a file with CACHE_PROBES probes and CACHE_SEARCHES searches (about 6 KiB)
-CACHE_ENTRIES = 16384
-#: probes kept per file (each a byte offset's next line start and time; a search makes about log2(size / 4 KiB), and
-#: searches for nearby windows share their first ones)
-CACHE_PROBES = 16
+#: current file and a rotated one for the largest scope (16,384 nodes), so that a scope finds its own kept (a request
+#: reads each folder and file in turn: a bound below its scope would drop every one before its reuse; at 16,384 hosts
+#: the former bound of 16,384 entries kept none, and each request probed every file anew). By a walk of the objects
+#: (bench/fact_memory.py): a file's entry at its bounds takes 2.8 KiB, so at most 134 MiB were every entry a file,
+#: 107 MiB for a folder and two files of each of 16,384 hosts
+CACHE_ENTRIES = 3 * 16384
+#: probes kept per file: the search's own probes are kept as the lines they found (`FileFacts.points`); what is left
+#: is the probe for the file's first line, made by each request
+CACHE_PROBES = 4
 #: searches' answers kept per file (the same window asked again, as retries and the next phase do)
-CACHE_SEARCHES = 8
+CACHE_SEARCHES = 4
+#: lines the binary search found kept per file (each where it starts and its time): those nearest the latest answer
+#: bound the next search, which for a window moved by less than a few lines' time then makes no probe
+CACHE_POINTS = 8
 #: a listing or a file modified less than this long ago is not cached: a change within one tick of a coarse
 #: file-system clock would leave its modification time unchanged
 CACHE_SETTLE_NS = 2_000_000_000
@@ -70,9 +74,10 @@ def _identity(st: os.stat_result) -> tuple[int, ...]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-@dataclass
+@dataclass(slots=True)
 class FileFacts:
-    """What reading one file taught, valid while its identity is unchanged: the search's probes, a gzip head."""
+    """What reading one file taught, valid while its identity is unchanged: the search's probes and the lines they
+    found, a gzip head."""
 
     #: (offset, end) -> (line start, its time, the TimeContext the time depends on or None when it depends on none)
     probes: dict[tuple[int, int], tuple[int, datetime | None, TimeContext | None]] = field(default_factory=dict)
@@ -80,6 +85,9 @@ class FileFacts:
     gz_first: tuple[datetime | None, int | None, TimeContext | None] | None = None
     #: (search target, TimeContext) -> the offset the search found (the same probes give the same answer)
     searches: dict[tuple[datetime, TimeContext], int] = field(default_factory=dict)
+    #: line start -> its time: lines the search's probes found whose time was read without the TimeContext (a time
+    #: that depends on it, a year-less stamp's, may read otherwise in another request)
+    points: dict[int, datetime] = field(default_factory=dict)
     #: the block lineage of the plain file these facts were made for (BlockCache.lineage; 0: none) and its size then
     lineage: int = 0
     size: int = 0
@@ -90,6 +98,7 @@ class FileFacts:
         its target, and a line appended later is later still; the first line stays the first line."""
         grown = FileFacts(lineage=self.lineage, size=size)
         grown.searches = dict(self.searches)  # each offset a line start before the former end
+        grown.points = dict(self.points)  # each a line before the former end, with its time
         first = self.probes.get((0, self.size))
         if first is not None and first[1] is not None and first[0] < self.size:
             grown.probes[(0, size)] = first

@@ -17,6 +17,7 @@ from providers.base import (
 from providers.telemetry.kernel.collect import Collector
 from providers.telemetry.kernel.parse import TimeContext, line_time, offset_zone
 from providers.telemetry.kernel.sources.facts import (
+    CACHE_POINTS,
     CACHE_PROBES,
     CACHE_SEARCHES,
     FileFacts,
@@ -288,26 +289,61 @@ def search_offset(
     f: PlainFile, size: int, target: datetime, deadline: Deadline, ctx: TimeContext, facts: FileFacts
 ) -> int:
     """A byte offset at or before the first line at or after `target`, within SEARCH_BLOCK (and a READ_CHUNK) of it.
-    When the file was searched before (a window read in it earlier), that is where the block holding the line found
-    starts on the file's grid (`grid_block_start`): the blocks read for the earlier window are read under the keys
-    they were kept under. A file met for the first time is read from the line found: a fresh worker does not analyse
-    more of each file than the window needs."""
+    When the file was searched before (a window read in it earlier), that is where a block holding the line found
+    starts (`_known_block_start`): an earlier reading's first block, or the block on the file's grid: the blocks read
+    for the earlier window are read under the keys they were kept under. A file met for the first time is read from
+    the line found: a fresh worker does not analyse more of each file than the window needs.
+
+    The bisection starts between the lines earlier searches found (`FileFacts.points`) nearest the target on either
+    side: the latest one before it and the first one at or after it. A window moved by less than a few lines' time
+    is found without a probe; one moved further, by the probes between them only."""
     key = (target, ctx)
     known = facts.searches.get(key)
     if known is not None:
         return known
-    lo, hi = 0, size
+    points = facts.points
+    lo, hi = _bounds(points, target, size)
     while hi - lo > SEARCH_BLOCK:
         check_deadline(deadline)
         mid = (lo + hi) // 2
-        start, ts = probe_known(f, mid, hi, ctx, facts)
+        start, ts, free = _probe(f, mid, hi, ctx)
+        if ts is not None and free and start < hi:
+            points[start] = ts
         if ts is not None and ts < target and start < hi:
             lo = start
         else:
             # At or past the target, or nothing readable near here: searching earlier is always safe.
             hi = mid
+    if len(points) > CACHE_POINTS:
+        nearest = sorted(points, key=lambda at: abs(at - lo))[:CACHE_POINTS]
+        facts.points = {at: points[at] for at in nearest}
     if facts.searches:
-        lo = grid_block_start(f, lo)
+        lo = _known_block_start(f, lo, facts)
     if len(facts.searches) < CACHE_SEARCHES:
         facts.searches[key] = lo
     return lo
+
+
+def _known_block_start(f: PlainFile, offset: int, facts: FileFacts) -> int:
+    """Where to read from for the line at `offset` in a file searched before: the latest earlier search's answer at
+    or before it within its block on the grid, where an earlier window's reading started a block whose summary was
+    kept under that offset (a file met first is read from the line its search found, not from the grid); else
+    where the block holding it starts on the grid (`grid_block_start`)."""
+    grid = grid_block_start(f, offset)
+    started = [at for at in facts.searches.values() if grid <= at <= offset]
+    return max(started) if started else grid
+
+
+def _bounds(points: dict[int, datetime], target: datetime, size: int) -> tuple[int, int]:
+    """(lo, hi): where the search for `target` starts, the latest line known before it and the first one known at or
+    after it (lines found by earlier probes); the whole file when none is known, or when the lines known go back in
+    time across the target."""
+    lo, hi = 0, size
+    for at, ts in points.items():
+        if at >= size:
+            continue
+        if ts < target:
+            lo = max(lo, at)
+        else:
+            hi = min(hi, at)
+    return (lo, hi) if lo < hi else (0, size)
