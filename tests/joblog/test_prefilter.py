@@ -231,6 +231,31 @@ def test_torchelastic_s_summary_cut_out_of_the_buffer_gives_what_every_line_give
         assert got == want
 
 
+def _loki(lines: list[str]) -> list[str]:
+    """`lines` as the Loki source hands them over: each entry's time in front (`loki._stamp`'s shape)."""
+    return [f"2026-09-09T11:58:{i % 60:02d}.{i:06d}Z {line}" for i, line in enumerate(lines)]
+
+
+@pytest.mark.parametrize(("variant", "at_once"), [
+    (lambda lines: lines, True),
+    (lambda lines: [*lines[:6], "2026-09-09T11:58:06.5+00:00 " + lines[6][28:], *lines[7:]], True),  # another time
+    (lambda lines: [*lines[:6], lines[6][:28] + "stderr " + lines[6][28:], *lines[7:]], False),  # a stream
+    (lambda lines: [*lines[:6], lines[6][:28] + "node-a stdout F" + lines[6][28:], *lines[7:]], False),  # CRI
+    (lambda lines: [*lines[:6], lines[6][28:], *lines[7:]], False),  # a line without a time
+    (lambda lines: [*lines[:6], lines[6][:28] + " 3: srun's label", *lines[7:]], False),
+    (lambda lines: [*lines[:6], lines[6][:28] + "node-a: stray output of the node's own host", *lines[7:]], False),
+    (lambda lines: [*lines[:6], lines[6][:28] + "[rank2]: a rank's line", *lines[7:]], False),
+    (lambda lines: lines[:-1], False),  # no closing line
+])
+def test_a_summary_behind_lokis_time_is_taken_at_once_with_what_every_line_gives(variant, at_once: bool) -> None:
+    # the Loki source's lines each carry Loki's time in front: the parser reads it as the line's time
+    lines = variant(_loki(SUMMARY))
+    got, want, fed = _both("\n".join(lines).encode())
+    assert got == want
+    assert want.failures and want.failures[0].lines[0].observed_at is not None
+    assert (fed == 0) is at_once
+
+
 def _catalogue_lines() -> list[list[str]]:
     """Each searched row's example, in every shape a log puts it and quoted as PyTorch and XLA quote NCCL's last
     warning, each group of lines as `tests/joblog/test_signals.py` reads it."""

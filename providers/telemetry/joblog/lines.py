@@ -280,15 +280,27 @@ class NodeParser:
         """Whether the next line is read by itself: no block followed, no desync report waiting for its group."""
         return not (self._pending_desync or self.in_block)
 
-    def summary(self, lines: list[str]) -> bool:
+    def summary(self, lines: list[str], stamped: bool = False) -> bool:
         """Take torchelastic's failure summary, cut out of the buffer (`prefilter.feed_tail`), as `feed` would take
         its lines one by one, when no step but the summary's own can apply to them: no block open and no desync
         report waiting, and no line with a collector prefix, a rank prefix or marker, a process-group marker, a
-        traceback, or a marker of the signal table but torchelastic's (which gives no record by itself). False (and
-        nothing taken) otherwise: the lines are then fed."""
+        traceback, or a marker of the signal table but torchelastic's (which gives no record by itself). With
+        `stamped`, every line has a collector's time in front (Loki's, as the Loki source puts it), which `feed`
+        reads as the line's time, and nothing else: no stream, no CRI shape. False (and nothing taken) otherwise:
+        the lines are then fed."""
         if self.in_block or self._pending_desync or len(lines) > MAX_BLOCK_LINES:
             return False
-        joined = "\n".join(lines)
+        stamps: list[re.Match[str] | None] = [None] * len(lines)
+        bodies = lines
+        if stamped:
+            bodies = []
+            for i, line in enumerate(lines):
+                stamp = STAMP.match(line)
+                if stamp is None or stamp.group("stream") or _cri(line, stamp) is not None:
+                    return False
+                stamps[i] = stamp
+                bodies.append(line[stamp.end() :])  # what `_split` leaves of it, the checks below holding
+        joined = "\n".join(bodies)
         if not joined.isascii() or any(m in joined for m in _NOT_SUMMARY) or _NOT_SUMMARY_LINE.search(joined):
             return False
         if any(s.parse not in _SUMMARY_PARSES for s in signals_in(joined)):
@@ -297,12 +309,12 @@ class NodeParser:
             line = m.group()
             if self._own_host_off(line) is not line:
                 return False
-        for line in lines:
+        for line, body, stamp in zip(lines, bodies, stamps, strict=True):
             self._number += 1
-            self._current = (line, None)
+            self._current = (line, stamp)
             self._current_line = None
-            if self._elastic_section is not None or line.startswith(("Failures:", "Root Cause")):
-                self._elastic(line)
+            if self._elastic_section is not None or body.startswith(("Failures:", "Root Cause")):
+                self._elastic(body)
         return True
 
     @property

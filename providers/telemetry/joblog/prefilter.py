@@ -59,6 +59,8 @@ STRUCTURAL = (
 REREAD = ('{"log":', " stdout P ", " stderr P ", "\x1b", "\x00")
 
 _RANK = b"[rank"
+#: the time the Loki source puts in front of each line (`loki._stamp`: RFC 3339, microseconds, UTC) and a blank
+_LOKI_TIME = rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z "
 #: PyTorch's watchdog timeout and progress lines as ProcessGroupNCCL prints them behind a rank prefix, in printable
 #: ASCII: Loki's time where the Loki source puts it in front (`loki._stamp`), `[rankN]:`, the C++ log header
 #: (`[E909 17:59:58.000415432 ProcessGroupNCCL.cpp:616] `, a thread id after the time in some releases), the
@@ -69,7 +71,7 @@ _RANK = b"[rank"
 #: its numbers that another of its shapes could start with. `tests/joblog/test_prefilter.py` compares it with the
 #: parser on every shape, behind Loki's time, and on lines one step off each.
 _KIND_LINE = re.compile(
-    rb"(?P<prefix>(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z )?\[rank(?P<rank>\d{1,9}+)\]: ?+)"
+    rb"(?P<prefix>(?P<stamp>" + _LOKI_TIME + rb")?\[rank(?P<rank>\d{1,9}+)\]: ?+)"
     rb"(?:\[[IWEF]\d{3,4}+ \d\d:\d\d:\d\d\.\d{1,9}+ (?:\d{1,10}+ )?[A-Za-z_][A-Za-z0-9_.]{0,63}+:\d{1,6}+\] )?"
     rb"(?P<head>\[(?:PG (?:ID )?\d{1,9}+ (?:PG GUID [!-Z\\^-~]{1,128}+ |\([ -(*-Z\\^-~]{1,128}+\) )?)?)"
     rb"Rank (?P<group_rank>\d{1,9}+)\] "
@@ -84,6 +86,9 @@ _KIND_LINE = re.compile(
 #: ends it, looked for within _SUMMARY_BYTES
 _SUMMARY_STARTS = (b"Failures:", b"Root Cause")
 _SUMMARY_END = re.compile(rb"\n *=+ *(?:\n|\Z)")
+#: the same behind Loki's time on each line
+_STAMPED_SUMMARY_START = re.compile(_LOKI_TIME + rb"(?:Failures:|Root Cause)")
+_STAMPED_SUMMARY_END = re.compile(rb"\n" + _LOKI_TIME + rb" *=+ *(?:\n|\Z)")
 _SUMMARY_BYTES = 64 * 1024
 #: a gap of at most this many lines holding a `[rank` the byte patterns cannot place is read line by line; a larger
 #: one is halved
@@ -201,7 +206,7 @@ def feed_tail(parser: NodeParser, data: bytes) -> None:
             _skip(parser, data, pos, at)
             pos = at
             continue
-        if data.startswith(_SUMMARY_STARTS, pos):
+        if data.startswith(_SUMMARY_STARTS, pos) or _STAMPED_SUMMARY_START.match(data, pos):
             end = _summary(parser, data, pos)
             if end > pos:
                 pos = end
@@ -265,16 +270,17 @@ def _kind_run(parser: NodeParser, data: bytes, candidates: list[tuple[int, int, 
 
 
 def _summary(parser: NodeParser, data: bytes, pos: int) -> int:
-    """torchelastic's summary starting at `pos`, up to the line of `=` that ends it, cut out of the buffer and taken
-    by the parser at once (`NodeParser.summary`); where reading goes on, or `pos` when the parser would not take it
-    so (its lines are then fed one by one)."""
-    end = _SUMMARY_END.search(data, pos, pos + _SUMMARY_BYTES)
+    """torchelastic's summary starting at `pos` (Loki's time in front of each of its lines or not), up to the line of
+    `=` that ends it, cut out of the buffer and taken by the parser at once (`NodeParser.summary`); where reading
+    goes on, or `pos` when the parser would not take it so (its lines are then fed one by one)."""
+    stamped = data[pos:pos + 1].isdigit()  # `Failures:` or `Root Cause` start with a letter, Loki's time a digit
+    end = (_STAMPED_SUMMARY_END if stamped else _SUMMARY_END).search(data, pos, pos + _SUMMARY_BYTES)
     if end is None:
         return pos
     block = data[pos : end.end()]
     if not block.isascii():
         return pos
-    if not parser.summary(block.rstrip(b"\n").decode("ascii").split("\n")):
+    if not parser.summary(block.rstrip(b"\n").decode("ascii").split("\n"), stamped):
         return pos
     return end.end()
 
