@@ -5,11 +5,16 @@ Printed: a file's entry at its bounds (CACHE_SEARCHES searches, CACHE_POINTS lin
 folder's entry (a listing of two files), and what CACHE_ENTRIES of them take: every entry a file (the bound), and a
 folder with two files for each of a third of them (the largest scope, 16,384 hosts, with a rotated file each).
 
-    python bench/fact_memory.py
+With `--tree DIR` (a kernel tree of bench/fleet.py's shape, such as bench/fleet_jobs.py's case c under
+`--tree`), the provider also reads `--requests` windows of its hosts, each its failure time 3.7 s after the one
+before, and the walk measures what the source then keeps: its file facts and its folders' groups of files.
+
+    python bench/fact_memory.py [--tree /var/tmp/fleet/kernel-16384x256 --hosts 16384 --requests 4]
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -63,7 +68,41 @@ def folder_entry() -> object:
     return ("dir", FOLDER), ((2049, 10**7, 1_789_000_000_000_000_000, 0), listing)
 
 
+def kept_after_requests(tree: Path, hosts: int, requests: int) -> tuple[int, int, int]:
+    """(bytes of the file facts, bytes of the folders' groups, entries) the files source keeps after `requests`
+    fast windows over `hosts` hosts of `tree`."""
+    from bench.fleet import FIRST_FAILURE, STEP, host
+    from providers.base import AttributionRequest, Deadline, FailureContext, Phase, Scope, WorkloadContext
+    from providers.telemetry import TelemetryProvider
+    from providers.telemetry.collection import collector_paused
+    from providers.telemetry.window import fast_window
+
+    provider = TelemetryProvider.from_options({"ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
+                                               "ATTRIBUTION_KERNEL_LOG_DIR": str(tree)})  # fmt: skip
+    names = tuple(host(n) for n in range(hosts))
+    for k in range(requests):
+        request = AttributionRequest(
+            workload_id="fleet", scope=Scope(nodes=names, ranks=()),
+            failure_context=FailureContext(detected_at=FIRST_FAILURE + k * STEP, detection_signal="application_error"),
+            timeout_ms=600_000, workload_context=WorkloadContext(workflow_id="fleet", attempt_index=0),
+            phase=Phase.FAST,
+        )  # fmt: skip
+        window = fast_window(request, provider.settings.lookback, provider.settings.grace)
+        with collector_paused():
+            provider.collect(names, window, Deadline.after_ms(600_000), None)  # type: ignore[arg-type]
+    source = provider.settings.source
+    seen: set[int] = set()
+    facts = size(source.cache._items._items, seen)  # type: ignore[attr-defined]
+    groups = size(source._groups._items, seen)  # type: ignore[attr-defined]
+    return facts, groups, len(source.cache._items)  # type: ignore[attr-defined]
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tree", type=Path, help="a kernel tree to read (bench/fleet.py's shape)")
+    parser.add_argument("--hosts", type=int, default=16384)
+    parser.add_argument("--requests", type=int, default=4)
+    args = parser.parse_args()
     ctx = TimeContext(UTC, datetime(2026, 9, 9, tzinfo=UTC))
     shared = {id(ctx), id(UTC)}
     per_file = size(file_entry(ctx), set(shared)) + 100  # 100: the entry's slot in the cache's ordered dict
@@ -74,6 +113,10 @@ def main() -> None:
     hosts = CACHE_ENTRIES // 3
     mixed = hosts * (per_folder + 2 * per_file)
     print(f"{hosts} hosts, a folder and two files each: {mixed / 2**20:.0f} MiB")
+    if args.tree is not None:
+        facts, groups, entries = kept_after_requests(args.tree, args.hosts, args.requests)
+        print(f"kept after {args.requests} requests over {args.hosts} hosts of {args.tree}: {entries} entries, "
+              f"{facts / 2**20:.1f} MiB of file facts and {groups / 2**20:.1f} MiB of folders' groups")
 
 
 if __name__ == "__main__":

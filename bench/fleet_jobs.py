@@ -25,7 +25,7 @@ times the request's number), `timeout_ms` 10,000 and a 10 s deadline, timing `pr
 untimed, a child process (so that its memory is not the worker's) calls `providers.telemetry.joblog.scan_job_logs`
 with the request's job-log arguments (a 600 s deadline, the default limits and node identity: the names are exact),
 then `conclude` over what it read, with the garbage collector paused as the provider pauses it (without the pause
-the rules over 131,072 ranks took 2.4 s against 0.6 s), to learn the bytes the reader takes of each node
+the rules over 131,072 ranks took 2.5 s against 0.6 s), to learn the bytes the reader takes of each node
 (`JobLogScan.read.nodes[node].bytes_read`); both wall times are printed, as the reader's and the rules' time without a
 deadline. Then, timed, in the same run: `tail -q -c <kernel share> <every kern.log of the scope>` and `tail -q -c
 <bytes read> <node>.log ...` (one `tail` per distinct byte count) into one `grep -c -F -e NVRM -e 'NCCL work'`. The

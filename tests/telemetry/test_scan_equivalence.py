@@ -386,6 +386,7 @@ def test_cache_is_bounded(tmp_path: Path) -> None:
     source = FileSource(tmp_path, cache_entries=3)
     scan(source, SCOPE, Window(DETECTED - timedelta(minutes=15), DETECTED + timedelta(minutes=2)))
     assert len(source.cache._items) <= 3
+    assert len(source._groups) <= 1  # a folder's groups of files: a third of the facts (a folder and two files)
 
 
 def test_keyword_prefilter_is_built_from_the_one_keyword_list() -> None:

@@ -110,9 +110,10 @@ class FileSource:
         self.blocks = BlockCache(block_bytes if cache_entries > 0 else 0)
         #: count blocks of plain noise lines from their timestamps (False: parse every line of the window)
         self.by_stamps = by_stamps
-        #: host folder name -> (the listing it was worked out from, its files by rotation group)
+        #: host folder name -> (the listing it was worked out from, its files by rotation group): one a host of the
+        #: largest scope, a third of the facts kept (a folder, a file and a rotated one a host)
         self._groups: Bounded[str, tuple[list[tuple[str, str, bool, bool]], list[tuple[str, list[LogFile]]]]] = (
-            Bounded(self.cache.entries)
+            Bounded(self.cache.entries // 3)
         )
         #: the directory's listing as last planned and its entries' positions by lowered short name ("": combined)
         self._index: tuple[list[tuple[str, str, bool, bool]], dict[str, list[int]]] | None = None
