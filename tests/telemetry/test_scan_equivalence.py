@@ -14,6 +14,8 @@ import json
 import os
 import random
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
@@ -28,7 +30,7 @@ from providers.telemetry.kernel.rules import attribute
 from providers.telemetry.kernel.sources import reader as reader_module
 from providers.telemetry.kernel.sources.blocks import keyword_lines
 from providers.telemetry.kernel.sources.files import FileSource
-from providers.telemetry.kernel.sources.search import READ_CHUNK
+from providers.telemetry.kernel.sources.search import READ_CHUNK, PlainFile
 from providers.telemetry.merge import merge
 from providers.telemetry.window import Window
 from tests.telemetry.conftest import DETECTED, deadline
@@ -587,6 +589,17 @@ def test_blocks_read_past_the_size_a_request_saw_are_not_trusted_later(tmp_path:
     assert [r.lines[0] for r in got.records["worker-01"]] == [EVENTS[1]]
 
 
+@contextmanager
+def _searched(path: Path) -> Iterator[PlainFile]:
+    """`path` opened as the files source's search reads a plain file."""
+    counted = Collector(nodes=("worker-01",), window=Window(DETECTED, DETECTED))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        yield PlainFile(fd, counted)
+    finally:
+        os.close(fd)
+
+
 def test_a_search_asked_again_is_answered_from_the_files_facts(tmp_path: Path) -> None:
     """The same search over an unchanged file is answered from its facts without a probe; the answers kept per file
     are bounded."""
@@ -597,10 +610,7 @@ def test_a_search_asked_again_is_answered_from_the_files_facts(tmp_path: Path) -
     path = tmp_path / "worker-01" / "kern.log"
     _long_noise(path)
     facts = kept.FileFacts()
-    counted = Collector(nodes=("worker-01",), window=Window(DETECTED, DETECTED))
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        plain = search.PlainFile(fd, counted)
+    with _searched(path) as plain:
         size = path.stat().st_size
         targets = [DETECTED - timedelta(minutes=m) for m in range(2 * kept.CACHE_SEARCHES)]
         found = [search.search_offset(plain, size, t, deadline(), DEFAULT_CONTEXT, facts) for t in targets]
@@ -615,8 +625,6 @@ def test_a_search_asked_again_is_answered_from_the_files_facts(tmp_path: Path) -
         assert search.search_offset(NoReads(), size, targets[0], deadline(), DEFAULT_CONTEXT, facts) == found[0]  # type: ignore[arg-type]
         assert len(facts.searches) == kept.CACHE_SEARCHES
         assert found == sorted(found, reverse=True) and len(set(found)) > 1  # earlier targets, earlier offsets
-    finally:
-        os.close(fd)
 
 
 def _fixed(line: str, width: int = 128) -> str:
@@ -744,10 +752,7 @@ def test_a_file_met_first_is_read_from_the_line_found_then_from_its_blocks_on_th
     path = tmp_path / "worker-01" / "kern.log"
     _long_noise(path)
     size = path.stat().st_size
-    counted = Collector(nodes=("worker-01",), window=Window(DETECTED, DETECTED))
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        plain = search.PlainFile(fd, counted)
+    with _searched(path) as plain:
         targets = [DETECTED - timedelta(minutes=m) for m in (30, 23, 16, 9)]
         alone = [search.search_offset(plain, size, t, deadline(), DEFAULT_CONTEXT, kept.FileFacts()) for t in targets]
         facts = kept.FileFacts()
@@ -755,8 +760,6 @@ def test_a_file_met_first_is_read_from_the_line_found_then_from_its_blocks_on_th
         assert found[0] == alone[0]
         assert found[1:] == [search.grid_block_start(plain, offset) for offset in alone[1:]]
         assert all(f <= a for f, a in zip(found, alone, strict=True)) and found != alone
-    finally:
-        os.close(fd)
 
 
 def _first_at_or_after(data: bytes, target: datetime) -> int:
@@ -786,10 +789,7 @@ def test_a_search_starts_between_the_lines_earlier_searches_found(tmp_path: Path
     path = tmp_path / "worker-01" / "kern.log"
     _long_noise(path)
     data = path.read_bytes()
-    counted = Collector(nodes=("worker-01",), window=Window(DETECTED, DETECTED))
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        plain = search.PlainFile(fd, counted)
+    with _searched(path) as plain:
 
         def found(target: datetime, facts: kept.FileFacts) -> tuple[int, int]:
             probes.clear()
@@ -811,8 +811,6 @@ def test_a_search_starts_between_the_lines_earlier_searches_found(tmp_path: Path
         facts.points = {len(data) // 2: DETECTED - timedelta(hours=5), 1000: DETECTED}
         _, anew = found(DETECTED - timedelta(minutes=10), kept.FileFacts())
         assert found(DETECTED - timedelta(minutes=10), facts)[1] == anew
-    finally:
-        os.close(fd)
 
 
 def test_the_fact_cache_holds_a_folder_and_two_files_of_every_host_of_the_largest_scope() -> None:
@@ -834,14 +832,9 @@ def test_a_time_read_with_the_requests_time_context_is_not_kept_as_a_line_found(
              for i in range(18000)]  # fmt: skip
     path = tmp_path / "kern.log"
     path.write_bytes(("\n".join(lines) + "\n").encode())
-    counted = Collector(nodes=("worker-01",), window=Window(DETECTED, DETECTED))
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        plain = search.PlainFile(fd, counted)
+    with _searched(path) as plain:
         facts = kept.FileFacts()
         ctx = TimeContext(UTC, DETECTED)
         offset = search.search_offset(plain, path.stat().st_size, DETECTED - timedelta(minutes=30), deadline(), ctx,
                                       facts)  # fmt: skip
         assert 0 < offset and facts.points == {}
-    finally:
-        os.close(fd)
