@@ -762,17 +762,24 @@ def test_a_file_met_first_is_read_from_the_line_found_then_from_its_blocks_on_th
         assert all(f <= a for f, a in zip(found, alone, strict=True)) and found != alone
 
 
-def _first_at_or_after(data: bytes, target: datetime) -> int:
-    """The offset of the first line of `data` whose time is at or after `target` (read line by line)."""
+def _first_lines_at_or_after(data: bytes, targets: list[datetime]) -> dict[datetime, int]:
+    """Each target's first line of `data` whose time is at or after it, as an offset (every line read once)."""
     from providers.telemetry.kernel.parse import DEFAULT_CONTEXT, line_time
 
+    found: dict[datetime, int] = {}
+    left = sorted(targets)
     at = 0
     for raw in data.split(b"\n"):
         value = line_time(raw, DEFAULT_CONTEXT)
-        if value is not None and value >= target:
-            return at
+        while left and value is not None and value >= left[0]:
+            found[left.pop(0)] = at
         at += len(raw) + 1
-    return len(data)
+    return {**found, **dict.fromkeys(left, len(data))}
+
+
+def _first_at_or_after(data: bytes, target: datetime) -> int:
+    """The offset of the first line of `data` whose time is at or after `target` (read line by line)."""
+    return _first_lines_at_or_after(data, [target])[target]
 
 
 def test_a_search_starts_between_the_lines_earlier_searches_found(tmp_path: Path, monkeypatch) -> None:
@@ -838,3 +845,44 @@ def test_a_time_read_with_the_requests_time_context_is_not_kept_as_a_line_found(
         offset = search.search_offset(plain, path.stat().st_size, DETECTED - timedelta(minutes=30), deadline(), ctx,
                                       facts)  # fmt: skip
         assert 0 < offset and facts.points == {}
+
+
+def test_threads_searching_one_file_share_its_facts(tmp_path: Path) -> None:
+    """Requests read side by side in a worker's threads search the same file with its one FileFacts: each answer
+    stays within its bound of the first line at or after its target while the others add the lines they find."""
+    import sys
+    import threading
+
+    from providers.telemetry.kernel.parse import DEFAULT_CONTEXT
+    from providers.telemetry.kernel.sources import facts as kept
+    from providers.telemetry.kernel.sources import search
+
+    path = tmp_path / "worker-01" / "kern.log"
+    _long_noise(path)
+    data = path.read_bytes()
+    facts = kept.FileFacts()
+    facts.searches[(DETECTED - timedelta(hours=2), DEFAULT_CONTEXT)] = 0  # searched before: answers move to blocks
+    failures: list[BaseException] = []
+    targets = [DETECTED - timedelta(seconds=7 * i) for i in range(200)]
+    expected = _first_lines_at_or_after(data, targets)
+
+    def searching(offset: int) -> None:
+        try:
+            with _searched(path) as plain:
+                for t in targets[offset::4]:
+                    found = search.search_offset(plain, len(data), t, deadline(), DEFAULT_CONTEXT, facts)
+                    assert found <= expected[t] <= found + search.SEARCH_BLOCK + READ_CHUNK
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # the threads take turns as often as the interpreter lets them
+    try:
+        threads = [threading.Thread(target=searching, args=(i,)) for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    finally:
+        sys.setswitchinterval(interval)
+    assert failures == []

@@ -330,7 +330,8 @@ def _known_block_start(f: PlainFile, offset: int, facts: FileFacts) -> int:
     kept under that offset (a file met first is read from the line its search found, not from the grid); else
     where the block holding it starts on the grid (`grid_block_start`)."""
     grid = grid_block_start(f, offset)
-    started = [at for at in facts.searches.values() if grid <= at <= offset]
+    # a copy taken at once: another thread may add to the facts of the same file meanwhile
+    started = [at for at in list(facts.searches.values()) if grid <= at <= offset]
     return max(started) if started else grid
 
 
@@ -339,7 +340,7 @@ def _bounds(points: dict[int, datetime], target: datetime, size: int) -> tuple[i
     after it (lines found by earlier probes); the whole file when none is known, or when the lines known go back in
     time across the target."""
     lo, hi = 0, size
-    for at, ts in points.items():
+    for at, ts in list(points.items()):  # a copy taken at once: another thread may add to them meanwhile
         if at >= size:
             continue
         if ts < target:
