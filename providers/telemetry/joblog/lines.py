@@ -174,16 +174,10 @@ class NodeParser:
             if m is not None:
                 self._ranked(raw if len(raw) <= MAX_LINE_CHARS else raw[:MAX_LINE_CHARS], m, marks)
                 return
-        if raw[:1] == "[" and raw.isprintable():
-            # What `_split` makes of it: nothing to clean (`sanitize` only cuts it), and no collector prefix starts
-            # with `[` (most job-log lines: `[rankN]:`, `[default0]:`, glog's `[E...]`)
-            text = body = raw if len(raw) <= MAX_LINE_CHARS else raw[:MAX_LINE_CHARS]
-            stamp: _Stamp = None
-        else:
-            split = self._split(raw)
-            if split is None:
-                return  # a CRI partial line: it continues in the next record of its stream
-            text, body, stamp = split
+        split = self._split(raw)
+        if split is None:
+            return  # a CRI partial line: it continues in the next record of its stream
+        text, body, stamp = split
         self._current = (text, stamp)
         self._current_line = None
         rank = None
@@ -331,13 +325,10 @@ class NodeParser:
         one, that line's text), in order of first sight; `last_rank` is the rank of the last prefixed line."""
         base = self._number
         for rank, (index, raw) in seen.items():
-            if raw[:1] == "[" and raw.isprintable():
-                text, stamp = raw[:MAX_LINE_CHARS], None  # what `_split` makes of it, as in `feed`
-            else:
-                split = self._split(raw)
-                if split is None:  # a CRI partial line is never absorbed; read it as fed, should one come
-                    continue
-                text, _, stamp = split
+            split = self._split(raw)
+            if split is None:  # a CRI partial line is never absorbed; read it as fed, should one come
+                continue
+            text, _, stamp = split
             entry = self._seen.get(rank)
             if entry is None:
                 if len(self._seen) >= MAX_RECORDS:
@@ -380,6 +371,11 @@ class NodeParser:
     # ------------------------------------------------------------ prefixes
 
     def _split(self, raw: str) -> _Split | None:
+        if raw[:1] == "[" and raw.isprintable():
+            # Nothing to clean (`sanitize` only cuts it), and no collector prefix starts with `[` (most job-log
+            # lines: `[rankN]:`, `[default0]:`, glog's `[E...]`)
+            text = raw[:MAX_LINE_CHARS]
+            return text, text, None
         text = sanitize(raw)
         if not text:
             return text, text, None
