@@ -220,6 +220,9 @@ SUMMARY = [
     lambda lines: [*lines[:6], "[default3]:a role's line", *lines[6:]],
     lambda lines: [*lines[:6], "Traceback (most recent call last):", *lines[6:]],
     lambda lines: [*lines[:6], "  host      : node-b\r", *lines[6:]],
+    lambda lines: [*lines[:6], "  host\t    : node-b", *lines[6:]],
+    lambda lines: [*lines[:6], '{"log": "a JSON line"}', *lines[6:]],
+    lambda lines: [*lines[:6], "3 a line starting with a digit", *lines[6:]],
     lambda lines: [*lines[:6], "[PG 0 Rank 3] a marker", *lines[6:]],
     lambda lines: [lines[0], "  caf\u00e9", *lines[1:]],
     lambda lines: lines[:-1],  # no closing line: fed one by one
@@ -341,6 +344,7 @@ _SEQ_ID_TAIL = (
         (lambda w, p: (w.replace("SeqNum=7753, ", ""), p), 13),  # PyTorch 2.1's line: no sequence number
         (lambda w, p: (w.replace("[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] ", ""), p), 13),  # no header
         (lambda w, p: (w.replace("_REDUCE_SCATTER_BASE", "A" * 41), p), 13),  # an op's first 40 letters, as read
+        (lambda w, p: (w.replace("NumelIn", "Tag=T, Timeout(ms) TTimeout(ms, NumelIn"), p), 13),  # `T`s, no tail
         # one step off the shape: the line is fed, and gives what every line gives
         (lambda w, p: (w.replace("Watchdog", "\x1b[31mWatchdog"), p), 12),  # a terminal escape
         (lambda w, p: (w.replace("Watchdog", "W\u00e4tchdog Watchdog"), p), 12),  # not ASCII

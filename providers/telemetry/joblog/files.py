@@ -210,6 +210,7 @@ def _plan(
 ) -> dict[str, list[_LogFile]] | None:
     """The files of each scope node, newest first; None when the attempt has no folder."""
     groups: dict[str, list[_LogFile]] = {}
+    folder = _rel(root, attempt_dir)  # each file's name is shown behind it (one relative path, not one a file)
     try:
         iterator = os.scandir(attempt_dir)
     except FileNotFoundError:
@@ -225,7 +226,7 @@ def _plan(
             if count >= MAX_DIR_ENTRIES:
                 log.warning(
                     "job-log folder %s has more than %d entries; the rest were not looked at",
-                    _rel(root, attempt_dir),
+                    folder,
                     MAX_DIR_ENTRIES,
                 )
                 break
@@ -243,8 +244,8 @@ def _plan(
                     continue
             except OSError:
                 continue
-            path = Path(entry.path)
-            groups.setdefault(node, []).append(_LogFile(path, _rel(root, path), gz, (rotation, entry.name)))
+            file = _LogFile(Path(entry.path), f"{folder}/{entry.name}", gz, (rotation, entry.name))
+            groups.setdefault(node, []).append(file)
     for files in groups.values():
         files.sort(key=lambda f: f.order)
         del files[MAX_ROTATED_FILES + 1 :]

@@ -294,13 +294,17 @@ class NodeParser:
                     return False
                 stamps[i] = stamp
                 bodies.append(line[stamp.end() :])  # what `_split` leaves of it, the checks below holding
-        joined = "\n".join(bodies)
-        if not joined.isascii() or any(m in joined for m in _NOT_SUMMARY) or _NOT_SUMMARY_LINE.search(joined):
+        joined = "\n" + "\n".join(bodies)  # a newline before each line: its start is searched for as a literal
+        if (
+            not joined.isascii()
+            or any(m in joined for m in _NOT_SUMMARY)
+            or not joined.replace("\n", "").isprintable()
+            or _NOT_SUMMARY_START.search(joined)
+        ):
             return False
         if any(s.parse not in _SUMMARY_PARSES for s in signals_in(joined)):
             return False
-        for m in _LETTER_FIRST.finditer(joined):
-            line = m.group()
+        for line in _LETTER_FIRST.findall(joined):
             if self._own_host_off(line) is not line:
                 return False
         for line, body, stamp in zip(lines, bodies, stamps, strict=True):
@@ -754,14 +758,13 @@ def _cri(text: str, stamped: re.Match[str]) -> tuple[int, str, str] | None:
 #: texts that make a summary line more than a summary line (`NodeParser.summary`): a rank prefix, a process-group
 #: marker, a torchrun role prefix
 _NOT_SUMMARY = ("[rank", "[PG ", "[Rank ")
-#: a line of a summary's lines joined (ASCII) that `feed` reads another way than the summary's own: one that is not
-#: printable, starts with a digit, `{` or `Traceback`, or with srun's label (SRUN_LABEL: its blanks before a digit)
-#: or torchrun's role prefix (ROLE_PREFIX)
-_NOT_SUMMARY_LINE = re.compile(
-    r"[^\x20-\x7e\n]|^(?:[0-9{]|Traceback| {1,8}+\d{1,7}+: |\[[A-Za-z_][A-Za-z0-9_-]{0,63}+\]:)", re.MULTILINE
-)
-#: a line of a summary's lines joined that starts with a letter: it may start with a host name (`_own_host_off`)
-_LETTER_FIRST = re.compile(r"^[A-Za-z][^\n]*", re.MULTILINE)
+#: a line of a summary's lines joined (ASCII, printable, a newline before each) that `feed` reads another way than
+#: the summary's own: one that starts with a digit, `{` or `Traceback`, or with srun's label (SRUN_LABEL: its blanks
+#: before a digit) or torchrun's role prefix (ROLE_PREFIX)
+_NOT_SUMMARY_START = re.compile(r"\n(?:[0-9{]|Traceback| {1,8}+\d{1,7}+: |\[[A-Za-z_][A-Za-z0-9_-]{0,63}+\]:)")
+#: a line of a summary's lines joined (a newline before each) that starts with a letter: it may start with a host
+#: name (`_own_host_off`)
+_LETTER_FIRST = re.compile(r"\n([A-Za-z][^\n]*+)")
 #: the signal table's kinds a summary line may hold a marker of (they give no record of their own)
 _SUMMARY_PARSES = frozenset({"elastic"})
 

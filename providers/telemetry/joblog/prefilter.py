@@ -67,16 +67,17 @@ _LOKI_TIME = rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z "
 #: process-group marker (`[Rank N]`, `[PG 1 Rank N]`, `[PG ID 0 PG GUID 0(default_pg) Rank N]`) and the message, to
 #: the line's end. Read so, a line gives what the node parser's readers give it (`kinds.watchdog`, `kinds.progress`,
 #: `NodeParser._marker`): the header holds no `[` the marker search could take, the message starts right behind the
-#: marker, the watchdog's tail is at the first `Timeout(ms)=` after its head, and a progress line holds nothing after
-#: its numbers that another of its shapes could start with. `tests/joblog/test_prefilter.py` compares it with the
-#: parser on every shape, behind Loki's time, and on lines one step off each.
+#: marker, the watchdog's tail is at the first `Timeout(ms)=` after its head (the text before it is read a `T` at a
+#: time, the check that no `Timeout(ms)=` starts there made at each `T`, not at each character), and a progress line
+#: holds nothing after its numbers that another of its shapes could start with. `tests/joblog/test_prefilter.py`
+#: compares it with the parser on every shape, behind Loki's time, and on lines one step off each.
 _KIND_LINE = re.compile(
     rb"(?P<prefix>(?P<stamp>" + _LOKI_TIME + rb")?\[rank(?P<rank>\d{1,9}+)\]: ?+)"
     rb"(?:\[[IWEF]\d{3,4}+ \d\d:\d\d:\d\d\.\d{1,9}+ (?:\d{1,10}+ )?[A-Za-z_][A-Za-z0-9_.]{0,63}+:\d{1,6}+\] )?"
     rb"(?P<head>\[(?:PG (?:ID )?\d{1,9}+ (?:PG GUID [!-Z\\^-~]{1,128}+ |\([ -(*-Z\\^-~]{1,128}+\) )?)?)"
     rb"Rank (?P<group_rank>\d{1,9}+)\] "
     rb"(?:Watchdog caught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>\d{1,19}+), )?"
-    rb"OpType=(?P<op>[A-Z_]{1,40}+)(?:(?!Timeout\(ms\)=)[ -~])*"
+    rb"OpType=(?P<op>[A-Z_]{1,40}+)[ -SU-~]*+(?:T(?!imeout\(ms\)=)[ -SU-~]*+)*"
     rb"Timeout\(ms\)=(?P<timeout>\d{1,12}+)\) ran for (?P<ran>\d{1,15}+) milliseconds before timing out\.?"
     rb"|(?:Exception \(either an error or timeout\) detected by watchdog at work|Timeout at NCCL work): "
     rb"(?P<work>-?\d{1,19}+), last enqueued NCCL work: (?P<enq>-?\d{1,19}+), "

@@ -77,9 +77,9 @@ class Block:
 
 def analyse(view: bytes, end: int, pattern: re.Pattern[bytes]) -> Block | None:
     """The facts of `view` (whole lines, ending with a newline, the last of them ending at file offset `end`) for
-    the stamp `pattern` (a match starts at a newline; the block is searched with one put before it, so as many
-    matches as lines means every line starts with one); None when it cannot be counted from its stamps (its lines
-    are then parsed one by one)."""
+    the stamp `pattern` (one match at each newline, the block searched with one put before it: the line's stamp, or
+    b"" when it does not start with one); None when it cannot be counted from its stamps (its lines are then parsed
+    one by one)."""
     stamps = sorted_stamps(view, pattern)
     if stamps is None:
         return None
@@ -110,8 +110,7 @@ def sorted_stamps(view: bytes, pattern: re.Pattern[bytes]) -> list[bytes] | None
     if b"\x00" in view or not view.isascii():
         return None
     stamps = pattern.findall(b"\n" + view[:-1])
-    n = len(stamps)
-    if n < 3 or n != view.count(b"\n") or stamps != sorted(stamps) or not valid_days(stamps):
+    if len(stamps) < 3 or b"" in stamps or stamps != sorted(stamps) or not valid_days(stamps):
         return None
     return stamps
 

@@ -148,12 +148,12 @@ class Shape:
         key = (sep, fsep, digits, offset)
         pattern = _SHAPES.get(key)
         if pattern is None:
-            # A match starts at a newline (the block is searched with one put before it): as many matches as lines
-            # means every line starts with a stamp.
+            # One match at each newline (the block is searched with one put before it): the line's stamp, or b""
+            # for a line that does not start with one (no newline is counted apart).
             fraction = re.escape(fsep) + rb"\d{%d}" % digits if digits else b""
             pattern = re.compile(
-                rb"\n(\d{4}-\d\d-\d\d" + re.escape(sep) + rb"(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d" + fraction
-                + re.escape(offset) + rb")(?=[ \t\f\v])"
+                rb"\n(?:(\d{4}-\d\d-\d\d" + re.escape(sep) + rb"(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d" + fraction
+                + re.escape(offset) + rb")(?=[ \t\f\v])|)"
             )  # fmt: skip
             if len(_SHAPES) < 256:
                 _SHAPES[key] = pattern
