@@ -9,8 +9,9 @@ node's ranks print N lines of a stack dump after their last training line (they 
 
 The open provider answers one `fast` request in process (scope: every node and every rank, a 10 s deadline): the
 culprit is the silent node, `collective_hang`. Printed: the time to the answer, the queries the stub answered, the
-bytes of JSON it sent (all read by the provider), the most queries it held at once, and whether the culprit was
-named. `--repeat` runs, each request with its own failure time.
+bytes of JSON it sent (all read by the provider), the most queries it held at once, the queries it answered later
+than its delay (its own work on a query's first sight taking longer: such a run's time is partly the stub's), and
+whether the culprit was named. `--repeat` runs, each request with its own failure time.
 
     python bench/loki_fleet.py [--nodes 4096] [--delay-ms 50] [--repeat 3]
 """
@@ -115,7 +116,7 @@ def serve(args: argparse.Namespace) -> None:
         sys.stdin.read()
 
 
-def _get(url: str) -> dict[str, int]:
+def _get(url: str) -> dict[str, float]:
     with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 - the stub on 127.0.0.1
         return json.loads(answer.read())
 
@@ -177,6 +178,7 @@ def main() -> None:
             print(
                 f"run {run + 1}: answer in {wall:.2f} s, {stats['queries']} queries, "
                 f"{stats['bytes'] / 2**20:.1f} MiB of JSON read, at most {stats['most_in_flight']} in flight, "
+                f"{stats['late']} answered after the stub's delay ({stats['late_s']:.2f} s late in all), "
                 f"culprit {culprit} named: {(culprit, 'collective_hang') in named} (findings {named[:3]}, "
                 f"error {error}: {outcome.error.message[:300] if outcome.error else ''})"
             )

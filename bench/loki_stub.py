@@ -325,6 +325,10 @@ class StubLoki:
         self.bytes_sent = 0
         self.in_flight = 0
         self.most_in_flight = 0
+        #: answers whose own work took longer than `delay_s` (the stub's caches filling on a query's first sight):
+        #: those came later than the delay a benchmark promises, by `late_s` in all
+        self.late = 0
+        self.late_s = 0.0
         self.lock = threading.Lock()
         stub = self
 
@@ -366,6 +370,9 @@ class StubLoki:
                     with stub.lock:  # held until answered: counted out before the client can send its next query
                         stub.in_flight -= 1
                         stub.bytes_sent += len(body)
+                        if left < 0:
+                            stub.late += 1
+                            stub.late_s -= left
                     answered = True
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
@@ -396,12 +403,16 @@ class StubLoki:
             self.url_lengths.clear()
             self.most_in_flight = 0
             self.bytes_sent = 0
+            self.late = 0
+            self.late_s = 0.0
 
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> dict[str, float]:
         with self.lock:
             return {
                 "queries": len(self.url_lengths),
                 "bytes": self.bytes_sent,
                 "most_in_flight": self.most_in_flight,
                 "longest_url": max(self.url_lengths, default=0),
+                "late": self.late,
+                "late_s": round(self.late_s, 3),
             }
