@@ -316,9 +316,13 @@ class StubLoki:
     """
 
     def __init__(
-        self, delay_s: float = 0.05, xid_hosts: tuple[str, ...] = (), at_ns: int = 0, store: LogStore | None = None
+        self, delay_s: float = 0.05, xid_hosts: tuple[str, ...] = (), at_ns: int = 0, store: LogStore | None = None,
+        max_entries: int | None = None,
     ) -> None:
         self.delay_s = delay_s
+        #: the tenant's `max_entries_limit_per_query`: a query asking more is refused as Loki refuses it
+        self.max_entries = max_entries
+        self.refused = 0
         line = "NVRM: Xid (PCI:0000:91:00): 79, pid=1, GPU has fallen off the bus."
         self.store = store or LogStore(Stream({"host": h}, [(at_ns, line)]) for h in xid_hosts)
         self.url_lengths: list[int] = []
@@ -363,7 +367,16 @@ class StubLoki:
                 try:
                     started = time.monotonic()
                     params = {k: v[0] for k, v in parse_qs(url.query).items()}
-                    status, body = stub.store.answer(url.path, params)
+                    limit = int(params.get("limit", "0") or "0")
+                    if stub.max_entries is not None and limit > stub.max_entries:
+                        with stub.lock:
+                            stub.refused += 1
+                        status, body = 400, (  # Loki's own message, as text
+                            "max entries limit per query exceeded, limit > max_entries_limit_per_query "
+                            f"({limit} > {stub.max_entries})"
+                        ).encode()
+                    else:
+                        status, body = stub.store.answer(url.path, params)
                     left = stub.delay_s - (time.monotonic() - started)
                     if left > 0:
                         time.sleep(left)
@@ -405,6 +418,7 @@ class StubLoki:
             self.bytes_sent = 0
             self.late = 0
             self.late_s = 0.0
+            self.refused = 0
 
     def stats(self) -> dict[str, float]:
         with self.lock:
@@ -415,4 +429,5 @@ class StubLoki:
                 "longest_url": max(self.url_lengths, default=0),
                 "late": self.late,
                 "late_s": round(self.late_s, 3),
+                "refused": self.refused,
             }

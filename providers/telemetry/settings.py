@@ -66,7 +66,12 @@ LOKI_SELECTOR = Setting(
     DEFAULT_SELECTOR,
 )
 LOKI_HOST_LABEL = Setting("ATTRIBUTION_LOKI_HOST_LABEL", "the stream label holding the hostname", "host")
-LOKI_LIMIT = Setting("ATTRIBUTION_LOKI_LIMIT", "entries per Loki page", 1000, 1, 5000)
+LOKI_LIMIT = Setting(
+    "ATTRIBUTION_LOKI_LIMIT",
+    "entries per Loki page (Loki's own default bound of a query's entries); lowered to the bound Loki names when it "
+    "refuses more (a tenant's `max_entries_limit_per_query` below it), from then on",
+    5000, 1, 5000,
+)
 LOKI_MAX_PAGES = Setting(
     "ATTRIBUTION_LOKI_MAX_PAGES",
     "pages per query at most (each kernel-log query; each batch's job-log query, which is also bounded by the job-log "

@@ -85,7 +85,7 @@ def test_request_shape_headers_and_finding() -> None:
     q = parse_qs(urlparse(call.request.url).query)
     assert q["query"] == ['{host=~"worker-01|worker-02|worker-03"}']
     assert q["start"] == [ns(at(-15))] and q["end"] == [str(int(ns(at(2))) + 1)]
-    assert q["limit"] == ["1000"] and q["direction"] == ["forward"]
+    assert q["limit"] == ["5000"] and q["direction"] == ["forward"]
     assert call.request.headers["traceparent"] == TRACE.traceparent
     assert call.request.headers["tracestate"] == "vendor=1"
     assert call.request.headers["X-Scope-OrgID"] == "team-a"
@@ -164,6 +164,50 @@ def test_failures(kwargs: dict, error: type, text: str) -> None:
     assert text in str(info.value)
     assert "NVRM" not in str(info.value)
     assert type(info.value) is error
+
+
+def _refusal(asked: int, bound: int, name: str = "max_entries_limit_per_query") -> dict:
+    """Loki's answer to a query asking more entries than its tenant's bound (HTTP 400, its message as text)."""
+    return {"status": 400, "body": f"max entries limit per query exceeded, limit > {name} ({asked} > {bound})\n"}
+
+
+@pytest.mark.parametrize("name", ["max_entries_limit_per_query", "max_entries_limit"])  # Loki 3, Loki 2
+@responses.activate
+def test_a_page_refused_for_asking_more_than_lokis_bound_is_asked_again_with_the_bound(name: str) -> None:
+    found = body(
+        ({"host": "worker-01"}, [(at(-2), HEALTHY)]),
+        ({"host": "worker-02"}, [(at(-1), rsyslog(at(-1), "worker-02", xid(79)))]),
+    )
+    responses.get(ENDPOINT, **_refusal(5000, 100, name))
+    responses.get(ENDPOINT, json=found)
+    p = provider()
+    outcome = p.fast(make_request(["worker-01", "worker-02"]), deadline(), None)
+    assert [f.target for f in outcome.attributions] == [NodeTarget("worker-02")] and outcome.error is None
+    limits = [parse_qs(urlparse(c.request.url).query)["limit"] for c in responses.calls]
+    assert limits == [["5000"], ["100"]]
+    # the bound is kept: the next request asks for it at once
+    responses.calls.reset()
+    p.fast(make_request(["worker-01", "worker-02"], detected=at(0.5)), deadline(), None)  # a new window
+    assert [parse_qs(urlparse(c.request.url).query)["limit"] for c in responses.calls] == [["100"]]
+
+
+@pytest.mark.parametrize(
+    "refusals",
+    [
+        [_refusal(5000, 9000)],  # a bound not below what was asked: nothing smaller to ask for
+        [_refusal(5000, 0)],
+        [_refusal(5000, 100), _refusal(100, 10)],  # asked again once, no more
+        [{"status": 400, "body": "parse error at line 1, col 2: syntax error"}],  # another 400
+    ],
+)
+@responses.activate
+def test_a_refusal_that_names_no_smaller_bound_or_comes_twice_is_a_failed_query(refusals: list[dict]) -> None:
+    for refusal in refusals:
+        responses.get(ENDPOINT, **refusal)
+    with pytest.raises(ProviderProcessingError) as info:
+        provider().fast(make_request(["worker-01"]), deadline(), None)
+    assert "HTTP 400" in str(info.value)
+    assert len(responses.calls) == len(refusals)
 
 
 def test_expired_deadline_makes_no_call() -> None:
@@ -522,13 +566,13 @@ class _CountingLoki(BaseHTTPRequestHandler):
             cls.lock.notify_all()
             cls.lock.wait_for(lambda: cls.in_flight >= cls.hold, timeout=0.5)
         payload = json.dumps(body()).encode()
+        with cls.lock:  # counted out before the answer goes: the client's next query may come as soon as it has it
+            cls.in_flight -= 1
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
-        with cls.lock:
-            cls.in_flight -= 1
 
     def log_message(self, format: str, *args: object) -> None:
         pass

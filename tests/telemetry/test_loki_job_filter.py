@@ -194,6 +194,55 @@ def test_batches_run_side_by_side_within_the_setting_and_urls_stay_within_8_kib(
     assert stats["queries"] > 3  # several batches
 
 
+def _fleet_answer(max_entries: int | None, **options: str) -> tuple[dict, dict, dict]:
+    """(the answer's body, the stub's counts, the job-log source's limit after) for a request over a generated fleet's
+    job logs in a stub Loki whose tenant's bound of a query's entries is `max_entries`."""
+    names = [node_name(n) for n in range(6)]
+    timed = {}
+    for n, name in enumerate(names):
+        noise = [f"[rank{n * RANKS_PER_NODE + r}]: {{'loss': 2.{s:03d}, 'step': {s}}}" for s in range(40)
+                 for r in range(RANKS_PER_NODE)]
+        lines = [*noise, *(_failure(n).splitlines() if n != 4 else [])]  # node 4's ranks fell silent
+        timed[name] = [(FIRST_NS + i * 1_000_000, line) for i, line in enumerate(lines)]
+    store = LogStore(Stream({"job": "job-1", "host": n}, v) for n, v in timed.items())
+    with StubLoki(0.0, store=store, max_entries=max_entries) as loki:
+        provider = TelemetryProvider.from_options({
+            "ATTRIBUTION_KERNEL_LOG_SOURCE": "loki", "ATTRIBUTION_LOKI_URL": loki.url,
+            "ATTRIBUTION_LOKI_SELECTOR": '{job="syslog", host=~"{hosts}"}',
+            "ATTRIBUTION_LOKI_JOB_SELECTOR": '{job="{workload_id}"}', **options,
+        })
+        client = create_app(Settings(provider="telemetry"), provider).test_client()
+        answer = client.post("/v1/attribution", json={
+            "schema_version": "0.1.0", "workload_id": "job-1",
+            "scope": {"nodes": names, "ranks": list(range(6 * RANKS_PER_NODE))},
+            "failure_context": {"detected_at": "2026-09-09T12:00:00Z", "detection_signal": "application_error"},
+            "timeout_ms": 20000, "workload_context": {"workflow_id": "w", "attempt_index": 0}, "phase": "fast",
+        })
+        stats = loki.stats()
+    assert answer.status_code == 200
+    return answer.get_json(), stats, {"job": provider.settings.job_logs.entries.value,
+                                      "kernel": provider.settings.source.entries.value}
+
+
+def test_a_page_loki_refuses_for_its_bound_of_entries_is_asked_again_with_it_and_the_bound_kept() -> None:
+    # Loki refuses a query asking more entries than its tenant's `max_entries_limit_per_query` (HTTP 400 naming it):
+    # the page is asked again once with that bound, and later pages ask for it; the answer is the one a source set
+    # to the bound gives, with nothing said about the refusals
+    bounded, stats, limits = _fleet_answer(30)
+    assert [(f["target"].get("name"), f["error_category"]) for f in bounded["attributions"]] == [
+        (node_name(4), "collective_hang")
+    ]
+    assert stats["refused"] >= 1 and limits == {"job": 30, "kernel": 30}
+    set_so, set_stats, set_limits = _fleet_answer(None, ATTRIBUTION_LOKI_LIMIT="30")
+    assert set_stats["refused"] == 0 and set_limits == {"job": 30, "kernel": 30}
+    for body in (bounded, set_so):
+        del body["attribution_session_id"], body["request_id"]  # each answer's own
+    assert bounded == set_so
+    # the default asks for Loki's own default bound, 5000 a page, and a Loki that allows it refuses nothing
+    _, plain_stats, plain_limits = _fleet_answer(None)
+    assert plain_stats["refused"] == 0 and plain_limits == {"job": 5000, "kernel": 5000}
+
+
 def test_a_node_name_no_logql_string_can_carry_is_not_asked_for_and_said() -> None:
     logs = {"node-a": list(fx.LLAMAFACTORY_6269[:1]), "bad-\ud800": list(fx.LLAMAFACTORY_6269[2:3])}
     timed = {n: [(FIRST_NS, line) for line in lines] for n, lines in logs.items()}

@@ -57,7 +57,15 @@ from providers.telemetry.joblog.markers import markers
 from providers.telemetry.joblog.nodes import NodeResolver
 from providers.telemetry.joblog.prefilter import feed_tail
 from providers.telemetry.joblog.source import JobLogs, resolver
-from providers.telemetry.loki.client import encoded_length, get_json, ns_span, read_entries, results, session
+from providers.telemetry.loki.client import (
+    EntryLimit,
+    encoded_length,
+    get_json,
+    ns_span,
+    read_entries,
+    results,
+    session,
+)
 from providers.telemetry.loki.fanout import NotFinished, Pool, Slots, until_for
 from providers.telemetry.loki.logql import (
     SelectorTemplate,
@@ -236,13 +244,18 @@ class LokiJobLogSource:
     url: str
     template: str
     host_label: str = "host"
-    limit: int = 1000
+    limit: int = 5000
     max_pages: int = 10
     tenant: str | None = None
     limits: ReadLimits = ReadLimits()
     concurrency: int = 8
     max_url_bytes: int = MAX_URL_BYTES
     max_last_lines: int = MAX_LAST_LINES
+    #: the entries a page asks for: `limit`, lowered to the bound Loki names when it refuses more
+    entries: EntryLimit = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "entries", EntryLimit(self.limit))
 
     @property
     def endpoint(self) -> str:
@@ -474,6 +487,16 @@ class LokiJobLogSource:
         with session(deadline) as own:
             return get_json(own, url, headers, deadline, None, SOURCE)
 
+    def _range(
+        self, params: dict[str, str | int], headers: dict[str, str], deadline: Deadline,
+        http: requests.Session | None = None,
+    ) -> tuple[Any, int]:
+        """One `query_range` page asking for the entries a page the source asks for now: (the answer, that limit).
+        A page Loki refuses for asking more than its bound is asked again once with the bound, kept for the source's
+        later pages (`EntryLimit.page`)."""
+        return self.entries.page(lambda limit: self._get(self.endpoint, {**params, "limit": limit}, headers, deadline,
+                                                         http))
+
     def _signal_lines(
         self, batch: _Batch, start: int, end: int, share: int, headers: dict[str, str], resolve: NodeResolver,
         deadline: Deadline,
@@ -493,10 +516,10 @@ class LokiJobLogSource:
         nodes: dict[str, str | None] = {}  # host label value -> scope node
         cut = True
         for _ in range(self.max_pages):
-            body = self._get(self.endpoint, {"query": query, "start": start, "end": end, "limit": self.limit,
-                                             "direction": "backward"}, headers, deadline, http)
+            body, limit = self._range({"query": query, "start": start, "end": end, "direction": "backward"}, headers,
+                                      deadline, http)
             entries, count = read_entries(body, self.host_label, SOURCE)
-            if count > self.limit:
+            if count > limit:
                 raise ProviderProcessingError(
                     f"{SOURCE} answered with more entries than the limit asked for", kind=SourceFailure.MALFORMED
                 )
@@ -519,7 +542,7 @@ class LokiJobLogSource:
                 if kept is None:
                     kept = newest_first[node] = []
                 kept.append((ts, line))
-            if count < self.limit:
+            if count < limit:
                 cut = False
                 break
             if fresh == 0 or not entries:
@@ -536,15 +559,15 @@ class LokiJobLogSource:
         deadline: Deadline,
     ) -> tuple[ByNode, bool]:
         """The entry headers of torchelastic's summaries in the batch (a few a node): one page, the newest."""
-        body = self._get(self.endpoint, {"query": batch.selector + header_filter(), "start": start, "end": end,
-                                         "limit": self.limit, "direction": "backward"}, headers, deadline)
+        body, limit = self._range({"query": batch.selector + header_filter(), "start": start, "end": end,
+                                   "direction": "backward"}, headers, deadline)
         entries, count = read_entries(body, self.host_label, SOURCE)
         out: ByNode = {}
         for host, ts, line in entries:
             node = resolve(host)
             if node is not None:
                 out.setdefault(node, []).append((ts, line[:MAX_LINE_CHARS]))
-        return out, count >= self.limit
+        return out, count >= limit
 
     def _placement(
         self, query: str, end: int, headers: dict[str, str], resolve: NodeResolver, deadline: Deadline,

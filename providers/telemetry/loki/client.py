@@ -2,6 +2,12 @@
 bound, their entries, and Loki's nanosecond times. The kernel source, the job-log source and `check` all read Loki
 through it; each names itself in the errors (`source`).
 
+A query asks for at most `limit` entries a page. Loki refuses a query asking more than its tenant's
+`max_entries_limit_per_query` (5000 unless configured) with HTTP 400 and a message naming that bound
+("max entries limit per query exceeded, limit > max_entries_limit_per_query (5000 > 1000)"): `get_json` reads such an
+answer's first bytes and raises `EntriesOverLimit` with the bound; `EntryLimit.page` asks that page again once with
+the bound and keeps asking for it in the source's later pages.
+
 A Loki gateway that is busy answers 429 (rate limited) or 503, often with `Retry-After`. Each session made by
 `session(deadline)` sends such a query again (urllib3's `Retry` on the session's adapter): after the wait the
 gateway asks for, or a short backoff without one, at most `MAX_RETRIES` times, and never past the deadline: a wait
@@ -11,7 +17,10 @@ wait (connect, each read) is bounded by the time left before the deadline when i
 
 from __future__ import annotations
 
+import re
+import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -53,6 +62,45 @@ BACKOFF_FACTOR_S = 0.1
 RETRY_MARGIN_S = 0.05
 #: the smallest socket timeout given (a zero would mean "no timeout" to some callers)
 MIN_TIMEOUT_S = 0.001
+#: the bytes of a 400 answer read for Loki's message (the message is short; the rest is not read)
+ERROR_BODY_BYTES = 4096
+#: Loki's refusal of a query asking for more entries than its tenant's bound, from its querier or query frontend
+#: (the bound named `max_entries_limit` in some releases, `max_entries_limit_per_query` in others): the limit asked,
+#: the bound
+_ENTRIES_OVER_LIMIT = re.compile(
+    rb"max entries limit per query exceeded, limit > max_entries_limit(?:_per_query)? \((\d{1,10}) > (\d{1,10})\)"
+)
+
+
+class EntriesOverLimit(ProviderProcessingError):
+    """Loki refused a query for asking more entries a page than `bound`, its tenant's `max_entries_limit_per_query`."""
+
+    def __init__(self, message: str, bound: int) -> None:
+        super().__init__(message, kind=SourceFailure.UNREADABLE)
+        self.bound = bound
+
+
+class EntryLimit:
+    """The entries a source asks for in a page: its setting, lowered to the bound Loki names when it refuses more
+    (kept for the source's later queries); thread-safe."""
+
+    def __init__(self, limit: int) -> None:
+        self.value = limit
+        self._lock = threading.Lock()
+
+    def page(self, ask: Callable[[int], Any]) -> tuple[Any, int]:
+        """`ask(limit)` for one page with the limit asked for now: (its answer, that limit). A page Loki refuses for
+        asking more than its bound is asked again once with the bound, which later pages ask for too; a refusal
+        naming no smaller bound (0, or not below what was asked), or a second one, stands."""
+        limit = self.value
+        try:
+            return ask(limit), limit
+        except EntriesOverLimit as refused:
+            if not 0 < refused.bound < limit:
+                raise
+            with self._lock:
+                self.value = min(self.value, refused.bound)
+            return ask(refused.bound), refused.bound
 
 
 class RetryPastDeadline(Exception):
@@ -162,9 +210,12 @@ def get_json(
         timeout = DeadlineTimeout(deadline)
         with session.get(url, params=params, headers=headers, timeout=timeout, stream=True) as response:
             if response.status_code != 200:
-                raise ProviderProcessingError(
-                    f"{source} answered HTTP {response.status_code}", kind=SourceFailure.UNREADABLE
-                )
+                message = f"{source} answered HTTP {response.status_code}"
+                if response.status_code == 400:
+                    over = _ENTRIES_OVER_LIMIT.search(_error_body(response))
+                    if over is not None:
+                        raise EntriesOverLimit(message, int(over.group(2)))
+                raise ProviderProcessingError(message, kind=SourceFailure.UNREADABLE)
             raw = _read_body(response, deadline, source)
     except RetryPastDeadline as exc:
         raise ProviderProcessingError(
@@ -181,6 +232,14 @@ def get_json(
         raise ProviderProcessingError(
             f"{source} answered with an unreadable body", kind=SourceFailure.MALFORMED
         ) from exc
+
+
+def _error_body(response: requests.Response) -> bytes:
+    """The first ERROR_BODY_BYTES of an error answer, or nothing when they cannot be read."""
+    try:
+        return response.raw.read(ERROR_BODY_BYTES, decode_content=True) or b""
+    except (urllib3.exceptions.HTTPError, OSError):
+        return b""
 
 
 def _read_body(response: requests.Response, deadline: Deadline, source: str) -> bytes:

@@ -12,12 +12,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import partial
+from typing import Any
 from urllib.parse import quote, urlencode
+
+import requests
 
 from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, SourceFailure, TraceContext
 from providers.telemetry.kernel.collect import Collector
 from providers.telemetry.kernel.parse import parse_line
-from providers.telemetry.loki.client import SOURCE, encoded_length, get_json, ns_span, read_entries, session
+from providers.telemetry.loki.client import (
+    SOURCE,
+    EntryLimit,
+    encoded_length,
+    get_json,
+    ns_span,
+    read_entries,
+    session,
+)
 from providers.telemetry.loki.fanout import NotFinished, Slots, fan_out, until_for
 from providers.telemetry.loki.logql import (
     GROUP_CLOSE,
@@ -66,7 +77,7 @@ class LokiSource:
         self,
         url: str,
         selector: str | SelectorTemplate = DEFAULT_SELECTOR,
-        limit: int = 1000,
+        limit: int = 5000,
         max_pages: int = 10,
         tenant: str | None = None,
         host_label: str = "host",
@@ -78,16 +89,28 @@ class LokiSource:
         self.template = selector if isinstance(selector, SelectorTemplate) else SelectorTemplate(selector, PLACEHOLDER)
         self.selector = self.template.template
         self.limit = limit
+        #: the entries a page asks for: `limit`, lowered to the bound Loki names when it refuses more
+        self.entries = EntryLimit(limit)
         self.max_pages = max_pages
         self.tenant = tenant
         self.host_label = host_label
         self.concurrency = concurrency
         self.max_url_bytes = max_url_bytes
 
-    def query_url(self, query: str, start: int | str, end: int | str) -> str:
-        """The exact URL requested for one page (what the URL limit counts)."""
-        params = [("query", query), ("start", start), ("end", end), ("limit", self.limit), ("direction", "forward")]
+    def query_url(self, query: str, start: int | str, end: int | str, limit: int | None = None) -> str:
+        """The exact URL requested for one page (what the URL limit counts: with the configured `limit`, never
+        shorter than with a lower one Loki asked for)."""
+        params = [("query", query), ("start", start), ("end", end), ("limit", self.limit if limit is None else limit),
+                  ("direction", "forward")]
         return self.endpoint + "?" + urlencode(params, quote_via=quote)
+
+    def _page(
+        self, http: requests.Session, query: str, start: int, end: int, headers: dict[str, str], deadline: Deadline
+    ) -> tuple[Any, int]:
+        """One page asking for the entries a page the source asks for now: (the answer, that limit). A page Loki
+        refuses for asking more than its bound is asked again once with the bound, kept for later pages."""
+        return self.entries.page(lambda limit: get_json(http, self.query_url(query, start, end, limit), headers,
+                                                        deadline))
 
     def plan(self, nodes: Sequence[str], start: int, end: int) -> QueryPlan:
         """Batch `nodes` into queries whose URLs stay within `max_url_bytes` for any page of the window.
@@ -219,9 +242,9 @@ class LokiSource:
         seen_at_start: set[tuple[str, int, str]] = set()
         with session(deadline) as http:
             for _ in range(self.max_pages):
-                body = get_json(http, self.query_url(query, start, end), headers, deadline)
+                body, limit = self._page(http, query, start, end, headers, deadline)
                 entries, total = read_entries(body, self.host_label)
-                if total > self.limit:
+                if total > limit:
                     raise ProviderProcessingError(
                         "the Loki log source answered with more entries than the limit asked for",
                         kind=SourceFailure.MALFORMED,
@@ -239,7 +262,7 @@ class LokiSource:
                     node = collector.node_for(host)  # a read-only lookup, safe from any thread
                     if node is not None:
                         out.append((node, ts, line))
-                if total < self.limit:
+                if total < limit:
                     return out, False
                 if fresh == 0:
                     break  # a whole page at one timestamp: no way forward
