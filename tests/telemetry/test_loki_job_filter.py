@@ -80,6 +80,18 @@ def _request(nodes: list[str], ranks: list[int]) -> AttributionRequest:
     )
 
 
+def _ask(provider: TelemetryProvider, nodes: list[str], ranks: list[int]) -> dict[str, Any]:
+    """The service's answer (a 200's body) to a `fast` request of workload job-1 over `nodes` and `ranks`."""
+    client = create_app(Settings(provider="telemetry"), provider).test_client()
+    answer = client.post("/v1/attribution", json={
+        "schema_version": "0.1.0", "workload_id": "job-1", "scope": {"nodes": nodes, "ranks": ranks},
+        "failure_context": {"detected_at": "2026-09-09T12:00:00Z", "detection_signal": "application_error"},
+        "timeout_ms": 20000, "workload_context": {"workflow_id": "w", "attempt_index": 0}, "phase": "fast",
+    })
+    assert answer.status_code == 200
+    return answer.get_json()
+
+
 def _through_loki(logs: dict[str, list[str]], ranks: list[int] | None = None, one_by_one: bool = False,
                   **options: Any) -> tuple[dict[str, NodeLog], dict[str, NodeLog], dict[str, int]]:
     """(what the Loki source parsed, what a parse of every line gives, the stub's counts) for `logs`: all nodes in
@@ -175,15 +187,8 @@ def test_batches_run_side_by_side_within_the_setting_and_urls_stay_within_8_kib(
             "ATTRIBUTION_LOKI_URL": loki.url, "ATTRIBUTION_LOKI_JOB_SELECTOR": '{job="{workload_id}"}',
             "ATTRIBUTION_LOKI_CONCURRENCY": concurrency,
         })
-        client = create_app(Settings(provider="telemetry"), provider).test_client()
-        answer = client.post("/v1/attribution", json={
-            "schema_version": "0.1.0", "workload_id": "job-1", "scope": {"nodes": names, "ranks": [0, 3]},
-            "failure_context": {"detected_at": "2026-09-09T12:00:00Z", "detection_signal": "application_error"},
-            "timeout_ms": 20000, "workload_context": {"workflow_id": "w", "attempt_index": 0}, "phase": "fast",
-        })
+        body = _ask(provider, names, [0, 3])
         stats = loki.stats()
-    assert answer.status_code == 200
-    body = answer.get_json()
     # rank 0 timed out everywhere (the same line on every node: placed nowhere); rank 3 wrote only on `silent`
     assert [(f["target"]["name"], f["error_category"]) for f in body["attributions"]] == [(silent, "collective_hang")]
     assert stats["longest_url"] <= 8 * 1024
@@ -211,17 +216,10 @@ def _fleet_answer(max_entries: int | None, **options: str) -> tuple[dict, dict, 
             "ATTRIBUTION_LOKI_SELECTOR": '{job="syslog", host=~"{hosts}"}',
             "ATTRIBUTION_LOKI_JOB_SELECTOR": '{job="{workload_id}"}', **options,
         })
-        client = create_app(Settings(provider="telemetry"), provider).test_client()
-        answer = client.post("/v1/attribution", json={
-            "schema_version": "0.1.0", "workload_id": "job-1",
-            "scope": {"nodes": names, "ranks": list(range(6 * RANKS_PER_NODE))},
-            "failure_context": {"detected_at": "2026-09-09T12:00:00Z", "detection_signal": "application_error"},
-            "timeout_ms": 20000, "workload_context": {"workflow_id": "w", "attempt_index": 0}, "phase": "fast",
-        })
+        body = _ask(provider, names, list(range(6 * RANKS_PER_NODE)))
         stats = loki.stats()
-    assert answer.status_code == 200
-    return answer.get_json(), stats, {"job": provider.settings.job_logs.entries.value,
-                                      "kernel": provider.settings.source.entries.value}
+    return body, stats, {"job": provider.settings.job_logs.entries.value,
+                         "kernel": provider.settings.source.entries.value}
 
 
 def test_a_page_loki_refuses_for_its_bound_of_entries_is_asked_again_with_it_and_the_bound_kept() -> None:
