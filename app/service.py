@@ -7,7 +7,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import AbstractContextManager, nullcontext
@@ -84,6 +84,10 @@ class AttributionService:
                 self._executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="provider-call")
                 self._executor_pid = pid
             return self._executor
+
+    def after_fork(self, descriptors: Sequence[int] = ()) -> None:
+        """In a server's worker, right after it was forked (one thread): the provider's hook (Provider.after_fork)."""
+        self.provider.after_fork(descriptors)
 
     def close(self) -> None:
         """At process exit: drop queued provider calls, then let the provider release what it holds."""

@@ -127,11 +127,11 @@ def _window_share(path: Path, at: datetime) -> int:
     return len(data) - _first_at(data, at)
 
 
-def _peak_mib() -> float:
-    """The worker's peak RSS: its memory's high-water mark (`VmHWM`), which starts at its own exec (`ru_maxrss` may
-    hold the parent's from before the exec)."""
+def _peak_mib(pid: int | None = None) -> float:
+    """The worker's peak RSS (or process `pid`'s): its memory's high-water mark (`VmHWM`), which starts at its own
+    exec (`ru_maxrss` may hold the parent's from before the exec)."""
     try:
-        for line in Path("/proc/self/status").read_text().splitlines():
+        for line in Path(f"/proc/{pid or 'self'}/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
     except OSError:

@@ -30,14 +30,21 @@ the rules over 131,072 ranks took 2.5 s against 0.6 s), to learn the bytes the r
 deadline. Then, timed, in the same run: `tail -q -c <kernel share> <every kern.log of the scope>` and `tail -q -c
 <bytes read> <node>.log ...` (one `tail` per distinct byte count) into one `grep -c -F -e NVRM -e 'NCCL work'`. The
 kernel share is the bytes of a host's `kern.log` from the start of the request's reading window to its end (as
-bench/fleet.py). Last, untimed, the kernel scan alone (`provider.collect` over the request's window). Printed for
+bench/fleet.py). The same child, untimed, also makes the kernel scan alone (`provider.collect` over the request's
+window, a provider of its own, its caches cold). Printed for
 each case: the first request, the median of the others, the C tools' median, the ratio, the worker's peak RSS
 (`VmHWM`, before the first request and at the end), how far answers came after the deadline, whether the answer
 named the culprit, its top finding and its error (insufficient_telemetry: the notes on what was not read or not
 concluded), with `os.getloadavg()`. When the deadline cut the job-log read, the provider's time is the deadline's
 and the C tools read every byte the reader would have taken: the untimed reader's time says how far off it is.
 
+The worker calls `provider.after_fork()` first, as a server's worker does: with `ATTRIBUTION_KERNEL_LOG_SCAN_PROCESS`
+1 (--scan-process 1, the default) it forks its kernel-log scan process, which scans the kernel logs while the worker
+reads the job logs; --scan-process 0,1 runs each case both ways, one after the other, and prints the scan process's
+peak RSS beside the worker's.
+
     python bench/fleet_jobs.py --cases a,b,c --requests 3
+    python bench/fleet_jobs.py --cases a,b,c --requests 3 --tree DIR --scan-process 0,1
     python bench/fleet_jobs.py --cases a,b,c --requests 3 --tree DIR
 
 Disk (real blocks: the job logs' heads are holes) and generation time, measured on 2 shared cores (load 1 to 3):
@@ -196,12 +203,42 @@ def _disk(folder: Path) -> int:
 # ---------------------------------------------------------------- the worker
 
 
+def _provider(spec: dict):  # noqa: ANN202 - a TelemetryProvider, imported late as the service's boot imports it
+    """The provider as the service builds it (`from_options`) over the case's trees."""
+    from providers.telemetry import TelemetryProvider
+
+    return TelemetryProvider.from_options({
+        "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
+        "ATTRIBUTION_KERNEL_LOG_DIR": spec["kernel"],
+        "ATTRIBUTION_JOB_LOG_DIR": spec["jobs"],
+        "ATTRIBUTION_KERNEL_LOG_SCAN_PROCESS": str(spec["scan_process"]),
+    })
+
+
+def _request(spec: dict, k: int):  # noqa: ANN202 - an AttributionRequest
+    """The case's request number `k`: the whole scope, its own failure time."""
+    from providers.base import AttributionRequest, FailureContext, Phase, Scope, WorkloadContext
+
+    nodes = spec["nodes"]
+    ranks = tuple(range(nodes * RANKS)) if spec["ranks"] else ()
+    return AttributionRequest(
+        workload_id=spec["workload"],
+        scope=Scope(nodes=tuple(host(n) for n in range(nodes)), ranks=ranks),
+        failure_context=FailureContext(detected_at=FIRST_FAILURE + k * STEP, detection_signal="application_error"),
+        timeout_ms=TIMEOUT_MS,
+        workload_context=WorkloadContext(workflow_id="fleet", attempt_index=0),
+        phase=Phase.FAST,
+    )
+
+
 def scan(spec: dict) -> None:
-    """The untimed scan of one request's job logs (a child of the worker, so its memory is not the worker's): prints
-    the reader's byte count per node, grouped by count."""
+    """The untimed scans of request `spec["k"]` (a child of the worker, so that their memory is not the worker's):
+    the job logs, printing the reader's byte count per node grouped by count, and the kernel logs alone
+    (`provider.collect` over the request's window, in this process)."""
     from providers.base import Deadline
     from providers.telemetry.collection import collector_paused
     from providers.telemetry.joblog import conclude, scan_job_logs
+    from providers.telemetry.window import fast_window
 
     names = [host(n) for n in range(spec["nodes"])]
     with collector_paused():  # as the provider reads and concludes (providers/telemetry/collection.py)
@@ -217,8 +254,25 @@ def scan(spec: dict) -> None:
         if read is not None and read.bytes_read:
             groups.setdefault(read.bytes_read, []).append(n)
     culprit = result.read.nodes.get(host(spec["culprit"]))
-    print(json.dumps({"seconds": seconds, "rules": rules, "groups": groups, "late": len(result.read.late),
+    late = len(result.read.late)
+    del result
+    provider = _provider(spec)
+    window = fast_window(_request(spec, spec["k"]), provider.settings.lookback, provider.settings.grace)
+    t0 = time.perf_counter()
+    with collector_paused():  # as within the provider's request
+        provider.collect(names, window, Deadline.after_ms(600_000), None)  # type: ignore[arg-type]
+    kernel = time.perf_counter() - t0
+    print(json.dumps({"seconds": seconds, "rules": rules, "groups": groups, "late": late, "kernel": kernel,
                       "culprit_bytes": None if culprit is None else culprit.bytes_read}))
+
+
+def _private_mib(pid: int) -> float:
+    """The memory only process `pid` holds now (`Private_Clean` + `Private_Dirty` of its smaps_rollup)."""
+    kib = 0
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith(("Private_Clean:", "Private_Dirty:")):
+            kib += int(line.split()[1])
+    return kib / 1024
 
 
 def _c_tools(spec: dict, kernel_share: int, groups: dict[int, list[int]]) -> tuple[float, int, int]:
@@ -247,42 +301,18 @@ def _c_tools(spec: dict, kernel_share: int, groups: dict[int, list[int]]) -> tup
 
 
 def worker(spec: dict) -> None:
-    """One case: the provider's requests and, after each, the untimed scan and the C tools; prints one JSON line."""
-    from providers.base import (
-        AttributionRequest,
-        Deadline,
-        ErrorType,
-        FailureContext,
-        Phase,
-        ProviderProcessingError,
-        Scope,
-        WorkloadContext,
-    )
-    from providers.telemetry import TelemetryProvider
-    from providers.telemetry.collection import collector_paused
-    from providers.telemetry.window import fast_window
+    """One case: the provider's requests and, after each, the untimed scans and the C tools; prints one JSON line."""
+    from providers.base import Deadline, ErrorType, ProviderProcessingError
 
-    nodes = spec["nodes"]
-    names = tuple(host(n) for n in range(nodes))
-    ranks = tuple(range(nodes * RANKS)) if spec["ranks"] else ()
     culprit = host(spec["culprit"])
-    provider = TelemetryProvider.from_options({
-        "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
-        "ATTRIBUTION_KERNEL_LOG_DIR": spec["kernel"],
-        "ATTRIBUTION_JOB_LOG_DIR": spec["jobs"],
-    })
+    provider = _provider(spec)
+    provider.after_fork()  # as a server's worker, forked with one thread: its kernel-log scan process, if set
+    helper = provider._scans.pid
     before = _peak_mib()
     provider_s, grep_s, scan_s, rules_s, kernel_s, answers = [], [], [], [], [], []
     scanned: dict = {}
     for k, share in enumerate(spec["shares"]):
-        request = AttributionRequest(
-            workload_id=spec["workload"],
-            scope=Scope(nodes=names, ranks=ranks),
-            failure_context=FailureContext(detected_at=FIRST_FAILURE + k * STEP, detection_signal="application_error"),
-            timeout_ms=TIMEOUT_MS,
-            workload_context=WorkloadContext(workflow_id="fleet", attempt_index=0),
-            phase=Phase.FAST,
-        )
+        request = _request(spec, k)
         t0 = time.perf_counter()
         try:
             outcome = provider.fast(request, Deadline.after_ms(TIMEOUT_MS), None)
@@ -294,20 +324,18 @@ def worker(spec: dict) -> None:
         provider_s.append(time.perf_counter() - t0)
         answer["named"] = any(name == culprit for name, _ in answer["findings"])
         answers.append(answer)
-        child = subprocess.run([sys.executable, __file__, "--scan", json.dumps(spec)], capture_output=True,
-                               text=True, check=True, timeout=900)  # fmt: skip
+        child = subprocess.run([sys.executable, __file__, "--scan", json.dumps({**spec, "k": k})],
+                               capture_output=True, text=True, check=True, timeout=900)  # fmt: skip
         scanned = json.loads(child.stdout.strip().splitlines()[-1])
         scan_s.append(scanned["seconds"])
         rules_s.append(scanned["rules"])
+        kernel_s.append(scanned["kernel"])
         groups = {int(count): members for count, members in scanned["groups"].items()}
         seconds, lines, tails = _c_tools(spec, share, groups)
         grep_s.append(seconds)
-        # the kernel part alone, untimed in the ratio: what of the request's time the kernel logs take
-        t0 = time.perf_counter()
-        window = fast_window(request, provider.settings.lookback, provider.settings.grace)
-        with collector_paused():  # as within the provider's request
-            provider.collect(names, window, Deadline.after_ms(600_000), None)  # type: ignore[arg-type]
-        kernel_s.append(time.perf_counter() - t0)
+    helper_peak = _peak_mib(helper) if helper else None
+    helper_private = _private_mib(helper) if helper else None
+    provider.close()
     print(json.dumps({
         "first_s": provider_s[0], "provider_s": statistics.median(provider_s[1:] or provider_s),
         "all_s": provider_s, "grep_s": statistics.median(grep_s), "scan_s": statistics.median(scan_s),
@@ -317,6 +345,7 @@ def worker(spec: dict) -> None:
         "culprit_bytes": scanned["culprit_bytes"], "scan_late": scanned["late"],
         "answers": answers, "insufficient": ErrorType.INSUFFICIENT_TELEMETRY.value,
         "rss_before_mib": before, "rss_peak_mib": _peak_mib(), "requests": len(provider_s),
+        "scan_process": helper != 0, "scan_process_peak_mib": helper_peak, "scan_process_private_mib": helper_private,
     }))  # fmt: skip
 
 
@@ -364,13 +393,18 @@ def report(name: str, spec: dict, r: dict) -> None:
     nodes, culprit = spec["nodes"], host(spec["culprit"])
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     ratio = r["provider_s"] / r["grep_s"]
+    helper = "the kernel logs scanned in the worker (no scan process)"
+    if r["scan_process"]:
+        helper = f"the kernel logs scanned by the worker's scan process, its peak RSS {r['scan_process_peak_mib']:.0f} "
+        helper += f"MiB (pages shared with the worker counted in both), {r['scan_process_private_mib']:.0f} MiB "
+        helper += "its own at the end"
     print(f"[{name}] {nodes} nodes, scope.ranks {nodes * RANKS if spec['ranks'] else 'empty'}, culprit {culprit}: "
           f"provider fast: first request {r['first_s'] * 1000:.0f} ms, then {r['provider_s'] * 1000:.0f} ms (median "
           f"of {r['requests'] - 1}, each its own failure time; all {[round(s, 2) for s in r['all_s']]} s); tail -c "
           f"{r['kernel_share'] / KIB:.0f}KiB of each kern.log + tail -c <bytes read> of each job log "
           f"({r['job_bytes'] / MIB:.1f} MiB, {r['tails'] - 1} tail(s)) | grep -c: {r['grep_s'] * 1000:.0f} ms; "
           f"ratio {ratio:.1f}x; worker RSS {r['rss_before_mib']:.0f} MiB before the first request, peak "
-          f"{r['rss_peak_mib']:.0f} MiB; load {load}", flush=True)  # fmt: skip
+          f"{r['rss_peak_mib']:.0f} MiB; {helper}; load {load}", flush=True)  # fmt: skip
     over = [round(s - TIMEOUT_MS / 1000, 2) for s in r["all_s"] if s > TIMEOUT_MS / 1000]
     print(f"[{name}] answers past the {TIMEOUT_MS / 1000:.0f} s deadline by {over or 'none'} s; untimed, the "
           f"medians: the kernel scan alone (provider.collect) {r['kernel_s']:.1f} s, the job-log reader without a "
@@ -400,6 +434,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--c-kib-per-host", type=int, default=256)
     parser.add_argument("--c-file-mib", type=int, default=1)
     parser.add_argument("--c-tail-kib", type=int, default=128)
+    parser.add_argument("--scan-process", default="1", help="ATTRIBUTION_KERNEL_LOG_SCAN_PROCESS: 1 (the default), "
+                        "0, or 0,1 for both, one after the other for each case")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # a case's spec (JSON)
     parser.add_argument("--scan", help=argparse.SUPPRESS)  # the untimed scan's spec (JSON)
     args = parser.parse_args(argv)
@@ -415,13 +451,16 @@ def main(argv: list[str] | None = None) -> None:
         t0 = time.perf_counter()
         specs = cases(args, root)
         print(f"trees ready in {time.perf_counter() - t0:.0f} s", flush=True)
+        modes = [int(m) for m in args.scan_process.split(",")]
         for name, spec in specs.items():
-            child = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], capture_output=True,
-                                   text=True, check=False, timeout=3600)  # fmt: skip
-            if child.returncode != 0:
-                print(f"[{name}] worker failed ({child.returncode}): {child.stderr[-2000:]}", flush=True)
-                continue
-            report(name, spec, json.loads(child.stdout.strip().splitlines()[-1]))
+            for mode in modes:
+                spec = {**spec, "scan_process": mode}
+                child = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], capture_output=True,
+                                       text=True, check=False, timeout=3600)  # fmt: skip
+                if child.returncode != 0:
+                    print(f"[{name}] worker failed ({child.returncode}): {child.stderr[-2000:]}", flush=True)
+                    continue
+                report(name, spec, json.loads(child.stdout.strip().splitlines()[-1]))
     finally:
         if args.tree is None:
             shutil.rmtree(root, ignore_errors=True)

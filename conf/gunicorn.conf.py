@@ -100,6 +100,14 @@ def pre_fork(server, worker):  # noqa: ANN001, ANN201 - gunicorn hook, in the ma
     gc.freeze()
 
 
+def post_fork(server, worker):  # noqa: ANN001, ANN201 - gunicorn hook, in the new worker before its threads start
+    """The provider starts what must be forked while the worker has one thread (the telemetry provider's kernel-log
+    scan process); a process it forks closes the listening sockets."""
+    adapter = getattr(worker.app.wsgi(), "extensions", {}).get("attribution_adapter")
+    if adapter is not None:
+        adapter.service.after_fork([s.fileno() for s in worker.sockets])
+
+
 def worker_exit(server, worker):  # noqa: ANN001, ANN201 - gunicorn hook, in the exiting worker
     """A worker that stops (SIGTERM, max requests) closes its provider: Provider.close is called once per process."""
     adapter = getattr(getattr(worker, "wsgi", None), "extensions", {}).get("attribution_adapter")

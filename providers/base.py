@@ -9,7 +9,7 @@ import abc
 import enum
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -314,6 +314,11 @@ class Provider(abc.ABC):
             checked=False,
             summary=f"the provider {self.name!r} was built; it offers no check of what it reads",
         )
+
+    def after_fork(self, descriptors: Sequence[int] = ()) -> None:  # noqa: B027 - optional hook
+        """Start what must be forked from a server's worker while it has one thread; called once in each worker,
+        right after it was forked. `descriptors`: the server's listening sockets, which a process the
+        provider forks closes (it must not keep the server's port bound)."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release what the provider holds; called once when the process stops."""

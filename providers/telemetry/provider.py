@@ -29,7 +29,7 @@ from providers.telemetry.flight_recorder import FlightRecorderResult, attempt_fo
 from providers.telemetry.identity import NodeNames, scope_names
 from providers.telemetry.joblog.history import with_history
 from providers.telemetry.joblog.loki import LokiJobLogSource
-from providers.telemetry.joblog.source import JobLogs, job_log_result
+from providers.telemetry.joblog.source import FileJobLogSource, JobLogs, job_log_result
 from providers.telemetry.kernel.collect import Collector
 from providers.telemetry.kernel.rules import attribute
 from providers.telemetry.kernel.sources.facts import Proof
@@ -38,6 +38,7 @@ from providers.telemetry.kernel.sources.journal import JournalSource
 from providers.telemetry.kernel.sources.loki import LokiSource
 from providers.telemetry.loki.fanout import Slots
 from providers.telemetry.merge import merge, oom_kills
+from providers.telemetry.scan_process import ScanProcess
 from providers.telemetry.settings import Settings, parse_settings
 from providers.telemetry.window import Window, fast_window
 
@@ -118,6 +119,19 @@ class TelemetryProvider(Provider):
         files = isinstance(settings.source, FileSource) and settings.source.cache.entries > 0
         if keep_answers and files and settings.job_logs is None and settings.flight_recorder_dir is None:
             self._answers = AnswerCache()
+        #: the kernel-log scan process of a server's worker (scan_process.py), started by `after_fork`
+        self._scans = ScanProcess()
+
+    def after_fork(self, descriptors: Sequence[int] = ()) -> None:
+        """In a server's worker, forked with one thread: start its kernel-log scan process when the kernel logs are
+        local files (or journal files), the job logs are files too, and ATTRIBUTION_KERNEL_LOG_SCAN_PROCESS is 1."""
+        s = self.settings
+        if s.scan_process and self.keeps_deadline and isinstance(s.job_logs, FileJobLogSource) and not self._scans.pid:
+            self._scans.start(lambda names, window, deadline: self.collect(names, window, deadline, None), descriptors)
+
+    def close(self) -> None:
+        """The worker stops: its scan process ends with it."""
+        self._scans.close()
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> TelemetryProvider:
@@ -166,10 +180,18 @@ class TelemetryProvider(Provider):
         job_logs: JobLogs | None = None
         if isinstance(self.settings.source, LokiSource) and isinstance(self.settings.job_logs, LokiJobLogSource):
             collector, job_logs = self._both_from_loki(request, names, window, work, trace)
+        elif self.settings.job_logs is not None:  # (no answer is kept beside job logs: no proof)
+            # the kernel logs scanned by the worker's scan process, when it has one and it is free, meanwhile
+            with self._scans.asked(names, window, work) as pending:
+                scanned = None
+                if pending is None:
+                    scanned = self.collect(names, window, work, trace)
+                job_logs = self._job_logs(request, nodes, window, work, trace)
+                if pending is not None:
+                    scanned = pending.collector(self.settings.time_zone)
+            collector = scanned if scanned is not None else self.collect(names, window, work, trace)
         else:
             collector = self.collect(names, window, work, trace, proof)
-            if self.settings.job_logs is not None:
-                job_logs = self._job_logs(request, nodes, window, work, trace)
         source = self.settings.source.evidence_source
         job = None
         if job_logs is not None:

@@ -66,6 +66,12 @@ LOKI_SELECTOR = Setting(
     DEFAULT_SELECTOR,
 )
 LOKI_HOST_LABEL = Setting("ATTRIBUTION_LOKI_HOST_LABEL", "the stream label holding the hostname", "host")
+SCAN_PROCESS = Setting(
+    "ATTRIBUTION_KERNEL_LOG_SCAN_PROCESS",
+    "`1`: each worker forks a process that scans the kernel-log files (or journal files) while the worker reads the "
+    "job-log files of the same request (used when both are set); `0`: the worker scans them itself, first",
+    1, 0, 1,
+)
 LOKI_LIMIT = Setting(
     "ATTRIBUTION_LOKI_LIMIT",
     "entries per Loki page (Loki's own default bound of a query's entries); lowered to the bound Loki names when it "
@@ -133,6 +139,7 @@ SETTINGS: tuple[Setting, ...] = (
     GRACE,
     MAX_EVIDENCE_SETTING,
     TIME_ZONE,
+    SCAN_PROCESS,
     LOKI_URL,
     LOKI_SELECTOR,
     LOKI_HOST_LABEL,
@@ -217,6 +224,8 @@ class Settings:
     #: the folder of NCCL flight-recorder dumps (None: not configured), and the bytes of one dump at most
     flight_recorder_dir: Path | None = None
     flight_recorder_max_file_bytes: int = MAX_DUMP_BYTES
+    #: whether a worker scans the kernel logs in a process of its own while it reads job-log files (scan_process.py)
+    scan_process: bool = True
 
 
 def parse_settings(options: Mapping[str, str]) -> Settings:
@@ -274,6 +283,7 @@ def parse_settings(options: Mapping[str, str]) -> Settings:
         job_logs=_job_logs(options),
         flight_recorder_dir=flight_recorder_dir,
         flight_recorder_max_file_bytes=_int(options, FLIGHT_RECORDER_MAX_FILE_BYTES),
+        scan_process=_int(options, SCAN_PROCESS) == 1,
     )
 
 

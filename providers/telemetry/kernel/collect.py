@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from providers.telemetry.identity import NodeNames
 from providers.telemetry.kernel.parse import (
@@ -162,6 +163,45 @@ class Collector:
         self.bytes_read += other.bytes_read
         self.truncated = self.truncated or other.truncated
         self.unread |= other.unread
+
+    def to_wire(self) -> dict[str, Any]:
+        """What a finished collector holds, as JSON values (a kernel-log scan made in another process sends it)."""
+        return {
+            "lines_in_window": self.lines_in_window,
+            "seen_before": list(self.seen_before),
+            "seen_after": list(self.seen_after),
+            "records": {
+                node: [[r.observed_at.isoformat(), r.tag, r.lines, r.raw, r.mono] for r in records]
+                for node, records in self.records.items()
+            },
+            "unreadable_nodes": list(self.unreadable_nodes),
+            "unreadable_combined": self.unreadable_combined,
+            "bytes_read": self.bytes_read,
+            "truncated": self.truncated,
+            "unread": list(self.unread),
+        }
+
+    @classmethod
+    def from_wire(cls, nodes: Iterable[str], window: Window, zone: object, wire: dict[str, Any]) -> Collector:
+        """The finished collector `to_wire` gave, for the same nodes and window; KeyError, TypeError or ValueError
+        when `wire` is not what `to_wire` makes."""
+        collector = cls(nodes, window, zone=zone)
+        collector.lines_in_window = {str(node): int(count) for node, count in wire["lines_in_window"].items()}
+        collector.seen_before = set(map(str, wire["seen_before"]))
+        collector.seen_after = set(map(str, wire["seen_after"]))
+        collector.records = {
+            str(node): [
+                Record(datetime.fromisoformat(at), tag, list(lines), list(raw), mono)
+                for at, tag, lines, raw, mono in records
+            ]
+            for node, records in wire["records"].items()
+        }
+        collector.unreadable_nodes = set(map(str, wire["unreadable_nodes"]))
+        collector.unreadable_combined = bool(wire["unreadable_combined"])
+        collector.bytes_read = int(wire["bytes_read"])
+        collector.truncated = bool(wire["truncated"])
+        collector.unread = set(map(str, wire["unread"]))
+        return collector
 
     def with_telemetry(self) -> set[str]:
         """The nodes that had telemetry: a line of theirs fell in the window, or their log was seen to span it."""

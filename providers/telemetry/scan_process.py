@@ -1,0 +1,294 @@
+"""The kernel-log scan in a process of its own beside each worker, made while the worker reads the job logs.
+
+A `fast` request over local files reads two things that do not depend on each other: the scope's kernel logs (a
+Collector) and the job's own logs. Both are Python work, and a worker's threads share one interpreter lock, so in one
+process they are read one after the other. Each server worker forks one scan process right after it was forked
+itself, while it has one thread (gunicorn's `post_fork`, conf/gunicorn.conf.py, calls Provider.after_fork); a
+request hands it the scope, the window and the deadline, reads the job logs meanwhile, and then takes the collector.
+The scan process keeps the source's caches (block summaries, file facts) between requests, as the worker would.
+
+- What crosses the pipe is JSON (Collector.to_wire): nothing is unpickled.
+- What the scan logs (a file that cannot be read, say) is kept by the process and written by the worker in the
+  request's own thread when the answer comes, so that each line carries the request's id as it would without the
+  process (the original time kept; at most MAX_LOG_RECORDS lines a scan, then one saying how many more there were).
+- A scan process serves one request at a time. A second request of the same worker meanwhile, and every request
+  once the process is gone, scans the kernel logs in the worker, as without it.
+- A scan that fails otherwise than by the deadline is made again in the worker, so that the request meets the same
+  failure the same way as without a scan process.
+- The process ends when its worker closes its end of the pipe (the provider's close, at the worker's exit) or dies;
+  one that has not answered by the deadline and ANSWER_GRACE_S more is killed, and the worker scans with what is
+  left of the deadline (nothing: its answer names the nodes unread or is the kernel logs' timeout).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from multiprocessing.connection import Connection, Pipe
+from typing import Any
+
+from providers.base import Deadline, ProviderTimeoutError
+from providers.telemetry.collection import collector_paused
+from providers.telemetry.identity import NodeNames
+from providers.telemetry.kernel.collect import Collector
+from providers.telemetry.window import Window
+
+log = logging.getLogger("attribution_adapter.telemetry")
+
+#: seconds past a request's deadline the worker waits for the scan process's answer before it kills the process (the
+#: scan keeps the deadline itself: it answers with what it read by then)
+ANSWER_GRACE_S = 2.0
+#: lines a scan's logging sends to the worker at most (a bounded read logs far fewer)
+MAX_LOG_RECORDS = 256
+#: seconds a closing worker waits for its idle scan process to end before it kills it
+CLOSE_WAIT_S = 1.0
+#: the signals a server's master and workers handle: the scan process takes their default actions (it is stopped by
+#: its worker, or with it), and ignores SIGINT (a terminal's Ctrl-C reaches the worker, which closes the pipe)
+_DEFAULT_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGWINCH", "SIGTTIN",
+                                       "SIGTTOU", "SIGCHLD", "SIGABRT")
+)  # fmt: skip
+
+#: the scan a process makes: the collector of the nodes in the window by the deadline (ProviderTimeoutError when
+#: nothing was read in time)
+Scan = Callable[[NodeNames, Window, Deadline], Collector]
+
+
+class ScanProcess:
+    """A worker's kernel-log scan process: started once in the worker (`start`), asked by one request at a time."""
+
+    def __init__(self) -> None:
+        self._pid = 0
+        self._owner = 0  # the worker that started it: a process forked later holds a copy of this object, not it
+        self._conn: Connection | None = None
+        self._busy = threading.Lock()
+        self._asked = 0
+
+    @property
+    def pid(self) -> int:
+        """The scan process's pid while it serves this process, else 0."""
+        return self._pid if self._conn is not None and self._owner == os.getpid() else 0
+
+    def start(self, scan: Scan, descriptors: Sequence[int] = ()) -> None:
+        """Fork the scan process. Call it where this process has one thread (a forked child holds only the thread
+        that forked it); `descriptors` are closed in the child. A failed fork is logged: requests scan here."""
+        ours, theirs = Pipe()
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            ours.close()
+            theirs.close()
+            log.warning("no kernel-log scan process (fork failed: %s): the worker scans the kernel logs", exc)
+            return
+        if pid == 0:  # the scan process: it never returns from here
+            code = 1
+            try:
+                ours.close()
+                _serve(theirs, scan, descriptors)
+                code = 0
+            except BaseException:  # noqa: BLE001 - said, then the process ends; the worker scans from now on
+                log.exception("the kernel-log scan process stopped")
+            finally:
+                os._exit(code)
+        theirs.close()
+        self._pid, self._owner, self._conn = pid, os.getpid(), ours
+        log.info("kernel-log scan process %d started beside worker %d", pid, self._owner)
+
+    @contextmanager
+    def asked(self, nodes: NodeNames, window: Window, deadline: Deadline) -> Iterator[Pending | None]:
+        """Hand the scan of `nodes` to the process; yields what its answer is taken from, or None when there is no
+        process or it serves another request (the caller then scans itself)."""
+        if not self.pid or not self._busy.acquire(blocking=False):
+            yield None
+            return
+        try:
+            pending = self._send(nodes, window, deadline)
+            yield pending
+        finally:
+            self._busy.release()
+
+    def _send(self, nodes: NodeNames, window: Window, deadline: Deadline) -> Pending | None:
+        conn = self._conn
+        if conn is None:  # lost since `asked` looked
+            return None
+        self._asked += 1
+        ask = {
+            "id": self._asked, "nodes": list(nodes.nodes), "start": window.start.isoformat(),
+            "end": window.end.isoformat(), "expires_at": deadline.expires_at,
+        }  # fmt: skip
+        try:
+            conn.send_bytes(json.dumps(ask).encode())
+        except OSError as exc:
+            self._lost(f"the pipe cannot be written: {exc}")
+            return None
+        return Pending(self, self._asked, nodes, window, deadline)
+
+    def _answer(self, pending: Pending) -> dict[str, Any] | None:
+        """The process's answer to `pending` (answers to asks given up earlier are skipped), or None when it is lost
+        or did not answer in time."""
+        conn = self._conn
+        if conn is None:
+            return None
+        try:
+            while True:
+                if not conn.poll(pending.deadline.remaining() + ANSWER_GRACE_S):
+                    self._lost("it did not answer by the deadline")
+                    return None
+                answer = json.loads(conn.recv_bytes())
+                if answer.get("id") == pending.id:
+                    return answer
+        except (EOFError, OSError, ValueError) as exc:
+            self._lost(f"its answer could not be read: {exc!r}")
+            return None
+
+    def _lost(self, why: str) -> None:
+        """The process serves no more: closed, killed if still running, and reaped; requests scan in the worker."""
+        log.warning("the kernel-log scan process %d is stopped (%s): this worker scans the kernel logs", self._pid, why)
+        self._stop(wait_s=0.0)
+
+    def close(self) -> None:
+        """Close the pipe: an idle process ends at once (it is killed after CLOSE_WAIT_S); reaped here."""
+        if self.pid:
+            self._stop(wait_s=CLOSE_WAIT_S)
+
+    def _stop(self, wait_s: float) -> None:
+        conn, pid = self._conn, self._pid
+        self._conn = None
+        if conn is not None:
+            conn.close()
+        if not pid or self._owner != os.getpid():
+            return
+        until = time.monotonic() + wait_s
+        while True:
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                return  # reaped already
+            if done:
+                return
+            if time.monotonic() >= until:
+                break
+            time.sleep(0.01)
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+
+
+class Pending:
+    """A scan handed to the process: `collector` waits for it."""
+
+    def __init__(self, process: ScanProcess, ask: int, nodes: NodeNames, window: Window, deadline: Deadline) -> None:
+        self.process, self.id, self.nodes, self.window, self.deadline = process, ask, nodes, window, deadline
+
+    def collector(self, zone: object) -> Collector | None:
+        """The scan's collector; None when the process failed, is lost or did not answer in time (the caller then
+        scans itself); ProviderTimeoutError when the scan read nothing by the deadline, as a scan here would."""
+        answer = self.process._answer(self)
+        if answer is None:
+            return None
+        if "collector" not in answer and "timeout" not in answer:
+            return None  # it failed: the caller's own scan meets the failure (and logs it) as without the process
+        _replay(answer.get("logs") or [])
+        if "timeout" in answer:
+            raise ProviderTimeoutError(str(answer["timeout"]))
+        try:
+            return Collector.from_wire(self.nodes, self.window, zone, answer["collector"])
+        except (KeyError, TypeError, ValueError) as exc:
+            self.process._lost(f"its collector could not be read: {exc!r}")
+            return None
+
+
+class _Kept(logging.Handler):
+    """What a scan logs, as `[time, level, logger, message]`, MAX_LOG_RECORDS at most, then a count of the rest."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[list[Any]] = []
+        self.more = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if len(self.records) >= MAX_LOG_RECORDS:
+            self.more += 1
+            return
+        message = record.getMessage()
+        if record.exc_info:
+            message += "\n" + logging.Formatter().formatException(record.exc_info)
+        self.records.append([record.created, record.levelno, record.name, message])
+
+    def sent(self) -> list[list[Any]]:
+        if self.more:
+            more = f"{self.more} more log line(s) of the kernel-log scan process were left out"
+            return [*self.records, [time.time(), logging.WARNING, log.name, more]]
+        return self.records
+
+
+@contextmanager
+def _logs_kept() -> Iterator[_Kept]:
+    """Every logger's lines go to one _Kept for the block (the scan process has one thread), then as before."""
+    kept = _Kept()
+    loggers = [logging.root, *(x for x in logging.root.manager.loggerDict.values() if isinstance(x, logging.Logger))]
+    saved = [(logger, logger.handlers) for logger in loggers]
+    for logger in loggers:
+        logger.handlers = [kept] if logger is logging.root or not logger.propagate else []
+    try:
+        yield kept
+    finally:
+        for logger, handlers in saved:
+            logger.handlers = handlers
+
+
+def _replay(records: list[list[Any]]) -> None:
+    """Write the scan process's log lines in this thread (its request's id on them), at their own time."""
+    for created, level, name, message in records:
+        logger = logging.getLogger(str(name))
+        if logger.isEnabledFor(int(level)):
+            record = logger.makeRecord(logger.name, int(level), "(scan process)", 0, str(message), (), None)
+            record.created, record.msecs = float(created), (float(created) % 1) * 1000
+            logger.handle(record)
+
+
+def _serve(conn: Connection, scan: Scan, descriptors: Sequence[int]) -> None:
+    """The scan process's loop: an ask, the scan, the answer, until the worker's end of the pipe closes."""
+    for number in _DEFAULT_SIGNALS:
+        signal.signal(number, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.set_wakeup_fd(-1)
+    for fd in descriptors:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    gc.freeze()  # what the worker held stays out of this process's collections (and its pages shared)
+    while True:
+        try:
+            ask = json.loads(conn.recv_bytes())
+        except (EOFError, OSError):
+            return  # the worker closed the pipe or is gone
+        answer: dict[str, Any] = {"id": ask["id"]}
+        window = Window(datetime.fromisoformat(ask["start"]), datetime.fromisoformat(ask["end"]))
+        with _logs_kept() as kept:
+            try:
+                with collector_paused():
+                    answer["collector"] = scan(NodeNames(ask["nodes"]), window, Deadline(ask["expires_at"])).to_wire()
+            except ProviderTimeoutError as exc:
+                answer["timeout"] = str(exc)
+            except Exception as exc:  # noqa: BLE001 - the worker scans again and meets it itself
+                answer["failed"] = f"{type(exc).__name__}: {exc}"
+        answer["logs"] = kept.sent()
+        try:
+            conn.send_bytes(json.dumps(answer).encode())
+        except OSError:
+            return
+
+
+__all__ = ["ANSWER_GRACE_S", "Pending", "ScanProcess"]
