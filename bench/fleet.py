@@ -14,9 +14,11 @@ NVRM` is timed, where the share is the bytes a host's `kern.log` holds from the 
 window (its failure time less the lookback and the 60 s of order slack) to its end: the bytes the provider's
 window reads, read by the C tools. Printed for each scope: the first request (a worker that read nothing before),
 the median of the others, the median `tail | grep`, their ratio, the answer's findings, and the worker's peak RSS
-(before the first request and at the end).
+(before the first request and at the end). The worker calls `provider.after_fork()` first, as a server's worker
+does: with `ATTRIBUTION_KERNEL_LOG_SCAN_PROCESS` 1 (--scan-process 1, the default) its kernel-log scan process scans
+half of each scope of 32 hosts or more; --scan-process 0,1 runs each scope both ways, one after the other.
 
-    python bench/fleet.py [--hosts 64,1024,4096] [--kib-per-host 2048] [--requests 9] [--tree DIR]
+    python bench/fleet.py [--hosts 64,1024,4096] [--kib-per-host 2048] [--requests 9] [--tree DIR] [--scan-process 0,1]
 
 With --tree DIR the tree is written there once and kept (a later run with the same DIR and sizes reuses it);
 without it, a temporary tree is written and removed afterwards. A 4,096-host tree of 2 MiB days takes about
@@ -139,7 +141,7 @@ def _peak_mib(pid: int | None = None) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def worker(root: Path, scope: int, shares: list[int], profile: Path | None = None) -> None:
+def worker(root: Path, scope: int, shares: list[int], profile: Path | None = None, scan_process: int = 1) -> None:
     """One worker: the provider's requests and, after each, `tail | grep` over the same bytes; prints one JSON line
     (with `profile`, the provider's requests are profiled into that file)."""
     from providers.base import AttributionRequest, Deadline, FailureContext, Phase, Scope, WorkloadContext
@@ -149,9 +151,11 @@ def worker(root: Path, scope: int, shares: list[int], profile: Path | None = Non
     files = [str(root / name / "kern.log") for name in names]
     requests = len(shares)
     times = [FIRST_FAILURE + k * STEP for k in range(requests)]
-    provider = TelemetryProvider.from_options(
-        {"ATTRIBUTION_KERNEL_LOG_SOURCE": "files", "ATTRIBUTION_KERNEL_LOG_DIR": str(root)}
-    )
+    provider = TelemetryProvider.from_options({
+        "ATTRIBUTION_KERNEL_LOG_SOURCE": "files", "ATTRIBUTION_KERNEL_LOG_DIR": str(root),
+        "ATTRIBUTION_KERNEL_LOG_SCAN_PROCESS": str(scan_process),
+    })
+    provider.after_fork()  # as a server's worker: its scan process (if set) scans half of a scope of 32 hosts or more
     before = _peak_mib()
     profiler = cProfile.Profile() if profile is not None else None
     provider_s: list[float] = []
@@ -181,6 +185,7 @@ def worker(root: Path, scope: int, shares: list[int], profile: Path | None = Non
         grep_s.append(time.perf_counter() - t0)
         nvrm = int(grep.stdout or 0)
     assert outcome is not None
+    provider.close()
     if profiler is not None:
         profiler.dump_stats(profile)  # type: ignore[arg-type]
     findings = sorted((getattr(f.target, "name", "job"), f.error_category) for f in outcome.attributions)
@@ -199,11 +204,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--requests", type=int, default=9, help="requests per scope (the median of all but the first)")
     parser.add_argument("--tree", type=Path, help="write the tree here and keep it (reused by a later run)")
     parser.add_argument("--profile", type=Path, help="profile the largest scope's requests into this file (cProfile)")
+    parser.add_argument("--scan-process", default="1", help="ATTRIBUTION_KERNEL_LOG_SCAN_PROCESS: 1 (the default), 0, "
+                        "or 0,1 for both, one after the other for each scope")
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)  # the scope of one worker process
     parser.add_argument("--shares", help=argparse.SUPPRESS)  # the worker's shares, comma-separated
     args = parser.parse_args(argv)
     if args.worker is not None:
-        worker(args.tree, args.worker, [int(s) for s in args.shares.split(",")], args.profile)
+        worker(args.tree, args.worker, [int(s) for s in args.shares.split(",")], args.profile, int(args.scan_process))
         return
     scopes = [int(s) for s in args.hosts.split(",")]
     root = args.tree or Path(tempfile.mkdtemp(prefix="fleet-"))
@@ -216,21 +223,22 @@ def main(argv: list[str] | None = None) -> None:
                                   for n in range(min(TEMPLATES, max(scopes)))))
             for at in times
         ]  # fmt: skip
-        for scope in scopes:
+        for scope, mode in ((scope, mode) for scope in scopes for mode in args.scan_process.split(",")):
             profile = ["--profile", str(args.profile)] if args.profile and scope == max(scopes) else []
             out = subprocess.run(
                 [sys.executable, __file__, "--worker", str(scope), "--tree", str(root),
-                 "--shares", ",".join(map(str, shares)), *profile],
+                 "--shares", ",".join(map(str, shares)), "--scan-process", mode, *profile],
                 capture_output=True, text=True, check=True,
             ).stdout  # fmt: skip
             r = json.loads(out.strip().splitlines()[-1])
-            print(f"[{scope} hosts] provider fast: first request {r['first_s'] * 1000:.0f} ms, then "
+            label = f"{scope} hosts, scan process {mode}"
+            print(f"[{label}] provider fast: first request {r['first_s'] * 1000:.0f} ms, then "
                   f"{r['provider_s'] * 1000:.0f} ms (median of {r['requests'] - 1}, each its own failure time); "
                   f"tail -c {r['share_kib']:.0f}KiB | grep -c NVRM over the same files: {r['grep_s'] * 1000:.0f} ms; "
                   f"ratio {r['provider_s'] / r['grep_s']:.2f}x; per host {r['provider_s'] / scope * 1e6:.0f} us; "
                   f"worker RSS {r['rss_before_mib']:.0f} MiB before the first request, peak {r['rss_peak_mib']:.0f} "
                   f"MiB", flush=True)  # fmt: skip
-            print(f"[{scope} hosts] answer: {r['findings']}, error {r['error']}; {r['nvrm_lines']} NVRM lines in "
+            print(f"[{label}] answer: {r['findings']}, error {r['error']}; {r['nvrm_lines']} NVRM lines in "
                   f"the tail", flush=True)  # fmt: skip
     finally:
         if args.tree is None:

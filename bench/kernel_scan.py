@@ -22,7 +22,11 @@ warm request, so that both meet the machine in the same state); their ratio; the
 the request read (from /proc/self/io: rchar, and read_bytes from storage); the process's peak RSS. The tree is
 written out (`os.sync`) before anything is measured.
 
-    python bench/kernel_scan.py [--nodes 64] [--total-mib 288] [--repeat 7] [--quick]
+The providers are started as a server's worker starts them (`after_fork`): with `ATTRIBUTION_KERNEL_LOG_SCAN_PROCESS`
+1 (--scan-process 1, the default) a provider's kernel-log scan process scans half of a scope of 32 hosts or more (not
+the combined file's: each half would read it); --scan-process 0,1 runs every measurement both ways, in turn.
+
+    python bench/kernel_scan.py [--nodes 64] [--total-mib 288] [--repeat 7] [--quick] [--scan-process 0,1]
     python -m bench.kernel_scan --quick
 """
 
@@ -179,8 +183,10 @@ def _io() -> tuple[int, int]:
     return int(fields["rchar"]), int(fields["read_bytes"])
 
 
-def _provider(root: Path, keep_answers: bool = False) -> TelemetryProvider:
-    """The provider over `root`; without `keep_answers` every request scans (the figures are the scan's)."""
+def _provider(root: Path, keep_answers: bool = False, scan_process: bool = False) -> TelemetryProvider:
+    """The provider over `root`; without `keep_answers` every request scans (the figures are the scan's); with
+    `scan_process`, started as a server's worker starts it (`after_fork`: its kernel-log scan process scans half of a
+    scope of 32 hosts or more); close it after use."""
     options = {
         "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
         "ATTRIBUTION_KERNEL_LOG_DIR": str(root),
@@ -188,7 +194,10 @@ def _provider(root: Path, keep_answers: bool = False) -> TelemetryProvider:
         "ATTRIBUTION_KERNEL_LOG_LOOKBACK_SECONDS": "780",
         "ATTRIBUTION_KERNEL_LOG_GRACE_SECONDS": "120",
     }
-    return TelemetryProvider(parse_settings(options), keep_answers=keep_answers)
+    provider = TelemetryProvider(parse_settings(options), keep_answers=keep_answers)
+    if scan_process:
+        provider.after_fork()
+    return provider
 
 
 def _request(nodes: tuple[str, ...], detected_at: datetime = DETECTED) -> AttributionRequest:
@@ -212,7 +221,8 @@ def _timed(call: Callable[[], AttributionOutcome]) -> tuple[float, int, int, Att
 
 
 def run(
-    label: str, nodes: int, total_mib: int, repeat: int, seed: int, quiet: bool, combined: bool = False, scope: int = 0
+    label: str, nodes: int, total_mib: int, repeat: int, seed: int, quiet: bool, combined: bool = False, scope: int = 0,
+    scan_process: bool = False,
 ) -> None:
     root = Path(tempfile.mkdtemp(prefix="kernel-log-bench-"))
     try:
@@ -227,9 +237,10 @@ def run(
 
         cold = []
         for _ in range(repeat):
-            provider = _provider(root)
+            provider = _provider(root, scan_process=scan_process)
             cold.append(_timed(lambda p=provider: p.fast(request, Deadline.after_ms(300000), None)))  # type: ignore[misc]
-        provider = _provider(root)
+            provider.close()
+        provider = _provider(root, scan_process=scan_process)
         provider.fast(request, Deadline.after_ms(300000), None)
         # The quick measurements (a few ms each, where the machine's noise weighs most) are taken more often, and the
         # warm request and grep in turn: a slower spell of a shared machine weighs on both alike.
@@ -258,11 +269,13 @@ def run(
 
         # The same request again with answers kept (providers/telemetry/answers.py), as a served worker keeps them:
         # once the files have settled, it is answered by looking up the identity of each folder and file read.
-        keeping = _provider(root, keep_answers=True)
+        provider.close()
+        keeping = _provider(root, keep_answers=True, scan_process=scan_process)
         while time.time() - max(p.stat().st_ctime for p in root.rglob("*")) < 2.5:
             time.sleep(0.5)
         keeping.fast(request, Deadline.after_ms(300000), None)
         kept = [_timed(lambda: keeping.fast(request, Deadline.after_ms(300000), None)) for _ in range(many)]
+        keeping.close()
 
         outcome = warm[-1][3]
         findings = sorted((getattr(f.target, "name", "job"), f.error_category) for f in outcome.attributions)
@@ -303,13 +316,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=7, help="runs of each measurement (the median is printed)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="a small tree and 3 runs (16 hosts, 32 MiB)")
+    parser.add_argument("--scan-process", default="1", help="providers started as a server's worker with "
+                        "ATTRIBUTION_KERNEL_LOG_SCAN_PROCESS 1 (the default), 0, or 0,1 for both in turn")
     args = parser.parse_args(argv)
     if args.quick:
         args.nodes, args.total_mib, args.repeat = 16, 32, 3
-    run("busy", args.nodes, args.total_mib, args.repeat, args.seed, quiet=False)
-    run("quiet", args.nodes, args.total_mib, args.repeat, args.seed, quiet=True)
-    # A central server's one file for all hosts, a sixth of the size, asked about 8 of the hosts.
-    run("combined", args.nodes, args.total_mib // 6, args.repeat, args.seed, quiet=False, combined=True, scope=8)
+    for mode in (int(m) for m in args.scan_process.split(",")):
+        with_it = {"scan_process": mode == 1}
+        suffix = f", scan process {mode}"
+        run("busy" + suffix, args.nodes, args.total_mib, args.repeat, args.seed, quiet=False, **with_it)
+        run("quiet" + suffix, args.nodes, args.total_mib, args.repeat, args.seed, quiet=True, **with_it)
+        # A central server's one file for all hosts, a sixth of the size, asked about 8 of the hosts.
+        run("combined" + suffix, args.nodes, args.total_mib // 6, args.repeat, args.seed, quiet=False, combined=True,
+            scope=8, **with_it)  # fmt: skip
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(f"peak RSS of the benchmark process: {peak / 1024:.1f} MiB")
 

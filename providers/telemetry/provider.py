@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import os
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -32,7 +33,7 @@ from providers.telemetry.joblog.loki import LokiJobLogSource
 from providers.telemetry.joblog.source import FileJobLogSource, JobLogs, job_log_result
 from providers.telemetry.kernel.collect import Collector
 from providers.telemetry.kernel.rules import attribute
-from providers.telemetry.kernel.sources.facts import Proof
+from providers.telemetry.kernel.sources.facts import CACHE_SETTLE_NS, Proof
 from providers.telemetry.kernel.sources.files import FileSource
 from providers.telemetry.kernel.sources.journal import JournalSource
 from providers.telemetry.kernel.sources.loki import LokiSource
@@ -58,6 +59,9 @@ ANSWER_RESERVE_LARGE_SHARE = 0.25
 #: part it came in the middle of
 PART_NODES = 256
 SESSION_STATE_VERSION = 1
+#: a scope of kernel logs alone of at least this many nodes is split between a worker and its scan process (the two
+#: halves answered together cost a pipe's round trip and the collector's JSON, under a millisecond at this size)
+SPLIT_NODES = 32
 
 # ---------------------------------------------------------------- deadline
 
@@ -84,14 +88,35 @@ def scope_parts(nodes: Sequence[str], size: int = PART_NODES) -> list[list[str]]
     return parts
 
 
+#: what `_combined` found for a log directory, with the directory's identity (device, inode, modification time)
+_COMBINED_SEEN: dict[str, tuple[tuple[int, int, int], bool]] = {}
+
+
 def _combined(source: FileSource) -> bool:
     """Whether the log directory holds a file of many hosts: each part of a scope would read it again, so such a
-    tree is read in one go."""
+    tree is read in one go. Kept while the directory's modification time (which an entry added, removed or renamed
+    changes) stays the same, once it is older than CACHE_SETTLE_NS and no entry is a symbolic link (whose target can
+    change while the directory does not)."""
+    root = str(source.root)
     try:
-        with os.scandir(source.root) as entries:
-            return any(e.is_file() and source.read_name(e.name, top_level=True).host is None for e in entries)
+        st = os.stat(root)
+        identity = (st.st_dev, st.st_ino, st.st_mtime_ns)
+        seen = _COMBINED_SEEN.get(root)
+        if seen is not None and seen[0] == identity:
+            return seen[1]
+        links = False
+        with os.scandir(root) as entries:
+            found = False
+            for e in entries:
+                links = links or e.is_symlink()
+                if e.is_file() and source.read_name(e.name, top_level=True).host is None:
+                    found = True
+                    break
     except OSError:
         return True  # the scan itself will say what is wrong
+    if not links and st.st_mtime_ns < time.time_ns() - CACHE_SETTLE_NS:
+        _COMBINED_SEEN[root] = (identity, found)
+    return found
 
 
 # ---------------------------------------------------------------- provider
@@ -123,11 +148,16 @@ class TelemetryProvider(Provider):
         self._scans = ScanProcess()
 
     def after_fork(self, descriptors: Sequence[int] = ()) -> None:
-        """In a server's worker, forked with one thread: start its kernel-log scan process when the kernel logs are
-        local files (or journal files), the job logs are files too, and ATTRIBUTION_KERNEL_LOG_SCAN_PROCESS is 1."""
+        """In a server's worker, forked with one thread: start its kernel-log scan process when
+        ATTRIBUTION_KERNEL_LOG_SCAN_PROCESS is 1 and the kernel logs are local files (or journal files) read beside
+        job-log files, or kernel-log files read alone (a large scope is then split between the two)."""
         s = self.settings
-        if s.scan_process and self.keeps_deadline and isinstance(s.job_logs, FileJobLogSource) and not self._scans.pid:
-            self._scans.start(lambda names, window, deadline: self.collect(names, window, deadline, None), descriptors)
+        beside = self.keeps_deadline and isinstance(s.job_logs, FileJobLogSource)
+        alone = isinstance(s.source, FileSource) and s.job_logs is None
+        if s.scan_process and (beside or alone) and not self._scans.pid:
+            self._scans.start(
+                lambda names, window, deadline, proof: self.collect(names, window, deadline, None, proof), descriptors
+            )
 
     def close(self) -> None:
         """The worker stops: its scan process ends with it."""
@@ -191,7 +221,7 @@ class TelemetryProvider(Provider):
                     scanned = pending.collector(self.settings.time_zone)
             collector = scanned if scanned is not None else self.collect(names, window, work, trace)
         else:
-            collector = self.collect(names, window, work, trace, proof)
+            collector = self._kernel_only(names, window, work, trace, proof)
         source = self.settings.source.evidence_source
         job = None
         if job_logs is not None:
@@ -209,6 +239,60 @@ class TelemetryProvider(Provider):
             error=outcome.error,
             session_state=state,
         )
+
+    def _kernel_only(
+        self, names: NodeNames, window: Window, work: Deadline, trace: TraceContext | None, proof: Proof | None
+    ) -> Collector:
+        """The kernel logs alone: a scope of SPLIT_NODES nodes or more over per-host files is scanned half here and
+        half by the worker's scan process when it is free (each half whole groups of names, as `scope_parts` keeps
+        them, so each half's node identity is the scope's); else here. Nodes of a half read by neither by the
+        deadline are named unread; with none read, the answer is the kernel logs' timeout, as `collect`'s."""
+        halves = self._halves(names)
+        if halves is None:
+            return self.collect(names, window, work, trace, proof)
+        mine, theirs = halves
+        with self._scans.asked(theirs, window, work, proof is not None) as pending:
+            if pending is None:
+                return self.collect(names, window, work, trace, proof)
+            whole = Collector(names, window, zone=self.settings.time_zone)
+            try:
+                whole.absorb(self.collect(mine, window, work, trace, proof))
+            except ProviderTimeoutError:
+                whole.unread.update(mine.nodes)
+            try:
+                other = pending.collector(self.settings.time_zone, proof)
+            except ProviderTimeoutError:
+                other = Collector(theirs, window, zone=self.settings.time_zone)
+                other.unread.update(theirs.nodes)
+        if other is None:  # the process failed or is gone: this half is read here
+            try:
+                other = self.collect(theirs, window, work, trace, proof)
+            except ProviderTimeoutError:
+                other = Collector(theirs, window, zone=self.settings.time_zone)
+                other.unread.update(theirs.nodes)
+        whole.absorb(other)
+        if len(whole.unread) == len(names.nodes):
+            raise ProviderTimeoutError("reading the kernel logs did not finish in time")
+        return whole
+
+    def _halves(self, names: NodeNames) -> tuple[NodeNames, NodeNames] | None:
+        """The scope in two halves for the worker and its scan process, or None: no process, a scope of fewer than
+        SPLIT_NODES nodes, or a tree with a file of many hosts (each half would read it)."""
+        source = self.settings.source
+        if not self._scans.pid or len(names.nodes) < SPLIT_NODES or not isinstance(source, FileSource):
+            return None
+        if _combined(source):
+            return None
+        groups = scope_parts(names.nodes, 1)  # one group of names sharing a short name each
+        if len(groups) < 2:
+            return None
+        first: list[str] = []
+        for group in groups:
+            if len(first) >= len(names.nodes) // 2:
+                break
+            first.extend(group)
+        kept = set(first)
+        return NodeNames(first), NodeNames([n for n in names.nodes if n not in kept])
 
     def _flight_recorder(
         self, request: AttributionRequest, nodes: Sequence[str], deadline: Deadline, job_logs: JobLogs | None

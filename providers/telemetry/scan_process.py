@@ -6,6 +6,9 @@ process they are read one after the other. Each server worker forks one scan pro
 itself, while it has one thread (gunicorn's `post_fork`, conf/gunicorn.conf.py, calls Provider.after_fork); a
 request hands it the scope, the window and the deadline, reads the job logs meanwhile, and then takes the collector.
 The scan process keeps the source's caches (block summaries, file facts) between requests, as the worker would.
+With kernel-log files alone, a large scope is split instead: the process scans one half while the worker scans the
+other (TelemetryProvider._kernel_only), and what the process listed and read (a Proof) comes back beside its
+collector, so that the answer can be kept over both halves' files.
 
 - What crosses the pipe is JSON (Collector.to_wire): nothing is unpickled.
 - What the scan logs (a file that cannot be read, say) is kept by the process and written by the worker in the
@@ -39,6 +42,7 @@ from providers.base import Deadline, ProviderTimeoutError
 from providers.telemetry.collection import collector_paused
 from providers.telemetry.identity import NodeNames
 from providers.telemetry.kernel.collect import Collector
+from providers.telemetry.kernel.sources.facts import Proof
 from providers.telemetry.window import Window
 
 log = logging.getLogger("attribution_adapter.telemetry")
@@ -58,8 +62,8 @@ _DEFAULT_SIGNALS = tuple(
 )  # fmt: skip
 
 #: the scan a process makes: the collector of the nodes in the window by the deadline (ProviderTimeoutError when
-#: nothing was read in time)
-Scan = Callable[[NodeNames, Window, Deadline], Collector]
+#: nothing was read in time); with a Proof, what it listed and read is recorded in it (kernel/sources/facts.py)
+Scan = Callable[[NodeNames, Window, Deadline, Proof | None], Collector]
 
 
 class ScanProcess:
@@ -103,26 +107,29 @@ class ScanProcess:
         log.info("kernel-log scan process %d started beside worker %d", pid, self._owner)
 
     @contextmanager
-    def asked(self, nodes: NodeNames, window: Window, deadline: Deadline) -> Iterator[Pending | None]:
-        """Hand the scan of `nodes` to the process; yields what its answer is taken from, or None when there is no
-        process or it serves another request (the caller then scans itself)."""
+    def asked(
+        self, nodes: NodeNames, window: Window, deadline: Deadline, proof: bool = False
+    ) -> Iterator[Pending | None]:
+        """Hand the scan of `nodes` to the process (`proof`: it records what it listed and read, for a kept answer);
+        yields what its answer is taken from, or None when there is no process or it serves another request (the
+        caller then scans itself)."""
         if not self.pid or not self._busy.acquire(blocking=False):
             yield None
             return
         try:
-            pending = self._send(nodes, window, deadline)
+            pending = self._send(nodes, window, deadline, proof)
             yield pending
         finally:
             self._busy.release()
 
-    def _send(self, nodes: NodeNames, window: Window, deadline: Deadline) -> Pending | None:
+    def _send(self, nodes: NodeNames, window: Window, deadline: Deadline, proof: bool) -> Pending | None:
         conn = self._conn
         if conn is None:  # lost since `asked` looked
             return None
         self._asked += 1
         ask = {
             "id": self._asked, "nodes": list(nodes.nodes), "start": window.start.isoformat(),
-            "end": window.end.isoformat(), "expires_at": deadline.expires_at,
+            "end": window.end.isoformat(), "expires_at": deadline.expires_at, "proof": proof,
         }  # fmt: skip
         try:
             conn.send_bytes(json.dumps(ask).encode())
@@ -190,9 +197,10 @@ class Pending:
     def __init__(self, process: ScanProcess, ask: int, nodes: NodeNames, window: Window, deadline: Deadline) -> None:
         self.process, self.id, self.nodes, self.window, self.deadline = process, ask, nodes, window, deadline
 
-    def collector(self, zone: object) -> Collector | None:
+    def collector(self, zone: object, proof: Proof | None = None) -> Collector | None:
         """The scan's collector; None when the process failed, is lost or did not answer in time (the caller then
-        scans itself); ProviderTimeoutError when the scan read nothing by the deadline, as a scan here would."""
+        scans itself); ProviderTimeoutError when the scan read nothing by the deadline, as a scan here would. With
+        `proof` (asked with `proof=True`), what the process listed and read is added to it."""
         answer = self.process._answer(self)
         if answer is None:
             return None
@@ -202,7 +210,15 @@ class Pending:
         if "timeout" in answer:
             raise ProviderTimeoutError(str(answer["timeout"]))
         try:
-            return Collector.from_wire(self.nodes, self.window, zone, answer["collector"])
+            collector = Collector.from_wire(self.nodes, self.window, zone, answer["collector"])
+            if proof is not None:
+                seen = answer.get("proof")
+                if seen is None:
+                    proof.sound = False  # nothing vouches for what the process read
+                else:
+                    proof.items.extend((str(path), tuple(map(int, identity))) for path, identity in seen["items"])
+                    proof.sound = proof.sound and seen["sound"] is True
+            return collector
         except (KeyError, TypeError, ValueError) as exc:
             self.process._lost(f"its collector could not be read: {exc!r}")
             return None
@@ -276,10 +292,14 @@ def _serve(conn: Connection, scan: Scan, descriptors: Sequence[int]) -> None:
             return  # the worker closed the pipe or is gone
         answer: dict[str, Any] = {"id": ask["id"]}
         window = Window(datetime.fromisoformat(ask["start"]), datetime.fromisoformat(ask["end"]))
+        proof = Proof() if ask.get("proof") else None
         with _logs_kept() as kept:
             try:
                 with collector_paused():
-                    answer["collector"] = scan(NodeNames(ask["nodes"]), window, Deadline(ask["expires_at"])).to_wire()
+                    collector = scan(NodeNames(ask["nodes"]), window, Deadline(ask["expires_at"]), proof)
+                answer["collector"] = collector.to_wire()
+                if proof is not None:
+                    answer["proof"] = {"items": proof.items, "sound": proof.sound}
             except ProviderTimeoutError as exc:
                 answer["timeout"] = str(exc)
             except Exception as exc:  # noqa: BLE001 - the worker scans again and meets it itself

@@ -23,6 +23,7 @@ from providers.telemetry import TelemetryProvider
 from tests.gunicorn_process import ROOT
 from tests.process.test_operator import json_lines
 from tests.process.test_renamed_provider import PER_REQUEST, URL, _readme_request
+from tests.telemetry.conftest import DETECTED, at, fast_body, healthy_lines, rsyslog, write_lines, xid
 
 STARTED = "kernel-log scan process {} started beside worker {}"
 
@@ -228,3 +229,52 @@ def test_a_scan_process_whose_worker_was_killed_ends_too(gunicorn):
     while time.monotonic() < deadline and _alive(helper):
         time.sleep(0.05)
     assert not _alive(helper)
+
+
+def _kernel_tree(root: Path, hosts: int) -> list[str]:
+    """A per-host file for each of `hosts` hosts around the failure, an Xid 79 on one (at 3/4 of the scope)."""
+    names = [f"gpu-{n:03d}" for n in range(hosts)]
+    for n, name in enumerate(names):
+        lines = healthy_lines(name, at(-30), at(5))
+        if n == hosts * 3 // 4:
+            lines = sorted([*lines, rsyslog(at(-1), name, xid(79, "GPU has fallen off the bus."))])
+        write_lines(root / f"{name}.log", lines)
+    return names
+
+
+def test_kernel_logs_alone_a_large_scope_is_split_with_the_scan_process_and_its_answer_kept(gunicorn, tmp_path):
+    names = _kernel_tree(tmp_path, 40)
+    settings = {"ATTRIBUTION_KERNEL_LOG_SOURCE": "files", "ATTRIBUTION_KERNEL_LOG_DIR": str(tmp_path)}
+    server = gunicorn({"ATTRIBUTION_PROVIDER": "telemetry", **settings, "ATTRIBUTION_WORKERS": "1"})
+    ((_, helper),) = _scan_processes(server).items()
+    time.sleep(2.1)  # the files settle: an answer over them can be kept (kernel/sources/facts.py, CACHE_SETTLE_NS)
+    body = fast_body(names, DETECTED.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    options = {**settings, "ATTRIBUTION_KERNEL_LOG_DIR": str(tmp_path), "ATTRIBUTION_JOB_LOG_DIR": "",
+               "ATTRIBUTION_EPILOG_DIR": ""}  # fmt: skip
+    expected = _expected(body, **options)
+    findings = [(f["target"]["name"], f["error_category"]) for f in expected["attributions"]]
+    assert findings == [("gpu-030", "gpu_off_bus")]
+
+    before = _cpu_ns(helper)
+    assert _post(server, body) == expected
+    scanned = _cpu_ns(helper)
+    assert scanned > before, "half of the scope was scanned by the scan process"
+    # The same request again: answered from the kept answer, its proof holding what both halves read.
+    assert _post(server, body) == expected
+    assert _cpu_ns(helper) == scanned
+    # A file the scan process read changes: the kept answer no longer holds, and the request is scanned again.
+    with (tmp_path / f"{names[-1]}.log").open("a") as log:
+        log.write(rsyslog(at(1), names[-1], "IPv6: ADDRCONF(NETDEV_CHANGE): ib0: link becomes ready") + "\n")
+    assert _post(server, body) == expected
+    assert _cpu_ns(helper) > scanned
+
+
+def test_kernel_logs_alone_a_small_scope_is_scanned_by_the_worker(gunicorn, tmp_path):
+    names = _kernel_tree(tmp_path, 8)
+    settings = {"ATTRIBUTION_KERNEL_LOG_SOURCE": "files", "ATTRIBUTION_KERNEL_LOG_DIR": str(tmp_path)}
+    server = gunicorn({"ATTRIBUTION_PROVIDER": "telemetry", **settings, "ATTRIBUTION_WORKERS": "1"})
+    ((_, helper),) = _scan_processes(server).items()
+    before = _cpu_ns(helper)
+    body = fast_body(names, DETECTED.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    assert _post(server, body) == _expected(body, **settings, ATTRIBUTION_JOB_LOG_DIR="", ATTRIBUTION_EPILOG_DIR="")
+    assert _cpu_ns(helper) == before

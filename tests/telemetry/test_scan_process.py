@@ -22,6 +22,7 @@ from providers.telemetry import scan_process
 from providers.telemetry.identity import NodeNames
 from providers.telemetry.kernel.collect import Collector
 from providers.telemetry.kernel.parse import Record
+from providers.telemetry.kernel.sources.facts import Proof
 from providers.telemetry.scan_process import ScanProcess
 from providers.telemetry.window import Window
 
@@ -31,7 +32,7 @@ WINDOW = Window(T0 - timedelta(minutes=15), T0 + timedelta(minutes=2))
 BERLIN = ZoneInfo("Europe/Berlin")
 
 
-def _filled(nodes: NodeNames, window: Window, deadline: Deadline) -> Collector:
+def _filled(nodes: NodeNames, window: Window, deadline: Deadline, proof: Proof | None = None) -> Collector:
     """A finished collector holding every kind of thing a source puts in one."""
     collector = Collector(nodes, window, zone=BERLIN)
     collector.lines_in_window = {"gpu-01": 12, "gpu-02.cluster.local": 3}
@@ -112,7 +113,7 @@ def test_a_collector_that_is_not_what_to_wire_made_is_refused(broken):
 
 
 def test_the_process_answers_with_the_collector_of_its_scan_for_the_nodes_window_and_deadline_asked(started):
-    def scan(nodes: NodeNames, window: Window, deadline: Deadline) -> Collector:
+    def scan(nodes: NodeNames, window: Window, deadline: Deadline, proof: Proof | None) -> Collector:
         collector = _filled(nodes, window, deadline)
         # what the process was asked comes back in the collector, checked here in the test process
         collector.lines_in_window["gpu-03"] = int(deadline.expires_at * 1000) % 1_000_000
@@ -124,13 +125,40 @@ def test_the_process_answers_with_the_collector_of_its_scan_for_the_nodes_window
     for _ in range(3):  # one process serves request after request
         got = _collect(process, deadline)
         assert got is not None
-        expected = scan(NODES, WINDOW, deadline)
+        expected = scan(NODES, WINDOW, deadline, None)
         assert _fields(got) == _fields(expected)
     assert process.pid > 0
 
 
+def test_what_the_process_listed_and_read_is_added_to_the_asker_s_proof(started, tmp_path):
+    settled, fresh = tmp_path / "settled.log", tmp_path / "fresh.log"
+    settled.write_text("a\n")
+    os.utime(settled, ns=(0, 0))
+
+    def scan(nodes: NodeNames, window: Window, deadline: Deadline, proof: Proof | None) -> Collector:
+        assert proof is not None and proof.items == [] and proof.sound
+        for path in (settled, fresh) if deadline.remaining() > 5 else (settled,):
+            proof.saw(str(path), os.stat(path))
+        return Collector(nodes, window)
+
+    process = started(scan)
+    mine = Proof()
+    mine.items.append(("worker-side", (1, 2, 3, 4, 5)))
+    with process.asked(NODES, WINDOW, Deadline.after_ms(2_000), proof=True) as pending:
+        assert pending is not None and pending.collector(UTC, mine) is not None
+    st = os.stat(settled)
+    identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    assert mine.items == [("worker-side", (1, 2, 3, 4, 5)), (str(settled), identity)]
+    # a file that changed less than CACHE_SETTLE_NS ago makes the process's proof, and so the asker's, unsound
+    fresh.write_text("b\n")
+    with process.asked(NODES, WINDOW, Deadline.after_ms(10_000), proof=True) as pending:
+        assert pending is not None and pending.collector(UTC, mine) is not None
+    assert [path for path, _ in mine.items][-2:] == [str(settled), str(fresh)]
+    assert mine.sound is False
+
+
 def test_a_scan_that_read_nothing_by_the_deadline_is_the_same_timeout_in_the_worker(started):
-    def scan(nodes: NodeNames, window: Window, deadline: Deadline) -> Collector:
+    def scan(nodes: NodeNames, window: Window, deadline: Deadline, proof: Proof | None) -> Collector:
         raise ProviderTimeoutError("reading the kernel logs did not finish in time")
 
     process = started(scan)
@@ -142,7 +170,7 @@ def test_a_scan_that_read_nothing_by_the_deadline_is_the_same_timeout_in_the_wor
 def test_a_scan_that_failed_otherwise_is_left_to_the_worker_and_the_process_serves_on(started):
     calls = []
 
-    def scan(nodes: NodeNames, window: Window, deadline: Deadline) -> Collector:
+    def scan(nodes: NodeNames, window: Window, deadline: Deadline, proof: Proof | None) -> Collector:
         if deadline.remaining() > 5:
             raise OSError("a failure the worker meets again when it scans itself")
         return Collector(nodes, window)
@@ -158,7 +186,7 @@ def test_what_a_scan_logs_is_written_in_the_asking_thread_bounded_and_at_its_own
     monkeypatch.setattr(scan_process, "MAX_LOG_RECORDS", 3)
     telemetry = "attribution_adapter.telemetry"
 
-    def scan(nodes: NodeNames, window: Window, deadline: Deadline) -> Collector:
+    def scan(nodes: NodeNames, window: Window, deadline: Deadline, proof: Proof | None) -> Collector:
         files = logging.getLogger(f"{telemetry}.files")
         for n in range(5):
             files.warning("kernel log file %s could not be read", f"host-{n}/kern.log")
@@ -184,7 +212,7 @@ def test_what_a_scan_logs_is_written_in_the_asking_thread_bounded_and_at_its_own
 
 
 def test_a_failed_scan_s_lines_are_left_to_the_worker_s_own_scan(started, caplog):
-    def scan(nodes: NodeNames, window: Window, deadline: Deadline) -> Collector:
+    def scan(nodes: NodeNames, window: Window, deadline: Deadline, proof: Proof | None) -> Collector:
         logging.getLogger("attribution_adapter.telemetry").warning("the worker's own scan says this again")
         raise OSError("failed")
 
@@ -195,7 +223,7 @@ def test_a_failed_scan_s_lines_are_left_to_the_worker_s_own_scan(started, caplog
 
 
 def test_a_second_ask_while_the_process_scans_is_left_to_the_worker(started):
-    def scan(nodes: NodeNames, window: Window, deadline: Deadline) -> Collector:
+    def scan(nodes: NodeNames, window: Window, deadline: Deadline, proof: Proof | None) -> Collector:
         time.sleep(0.3)
         return Collector(nodes, window)
 
@@ -211,7 +239,7 @@ def test_a_second_ask_while_the_process_scans_is_left_to_the_worker(started):
 
 
 def test_an_answer_given_up_on_is_skipped_by_the_next_ask(started):
-    def scan(nodes: NodeNames, window: Window, deadline: Deadline) -> Collector:
+    def scan(nodes: NodeNames, window: Window, deadline: Deadline, proof: Proof | None) -> Collector:
         collector = Collector(nodes, window)
         collector.bytes_read = int(round(deadline.remaining()))
         return collector
@@ -226,7 +254,7 @@ def test_an_answer_given_up_on_is_skipped_by_the_next_ask(started):
 def test_a_process_that_does_not_answer_by_the_deadline_is_killed_and_the_worker_scans(started, monkeypatch):
     monkeypatch.setattr(scan_process, "ANSWER_GRACE_S", 0.2)
 
-    def scan(nodes: NodeNames, window: Window, deadline: Deadline) -> Collector:
+    def scan(nodes: NodeNames, window: Window, deadline: Deadline, proof: Proof | None) -> Collector:
         time.sleep(30)  # a scan that does not keep the deadline
         return Collector(nodes, window)
 
@@ -243,7 +271,7 @@ def test_a_process_that_does_not_answer_by_the_deadline_is_killed_and_the_worker
 
 
 def test_a_process_killed_from_outside_is_found_gone_at_the_next_ask(started, caplog):
-    process = started(lambda nodes, window, deadline: Collector(nodes, window))
+    process = started(lambda nodes, window, deadline, proof: Collector(nodes, window))
     pid = process.pid
     os.kill(pid, signal.SIGKILL)
     time.sleep(0.1)
@@ -265,7 +293,7 @@ def test_a_process_killed_from_outside_is_found_gone_at_the_next_ask(started, ca
 def test_the_process_closes_the_descriptors_it_is_given_and_ends_when_the_pipe_closes(started):
     read_end, write_end = os.pipe()
     try:
-        process = started(lambda nodes, window, deadline: Collector(nodes, window), [write_end])
+        process = started(lambda nodes, window, deadline, proof: Collector(nodes, window), [write_end])
         os.close(write_end)
         write_end = -1
         # the pipe's only other writer was the process: it closed its copy, so reading ends at once
@@ -293,7 +321,7 @@ def test_the_process_closes_the_descriptors_it_is_given_and_ends_when_the_pipe_c
 
 
 def test_a_process_asked_from_a_process_forked_later_is_not_used_there(started):
-    process = started(lambda nodes, window, deadline: Collector(nodes, window))
+    process = started(lambda nodes, window, deadline, proof: Collector(nodes, window))
     child = os.fork()
     if child == 0:  # a copy of the worker's object, in another process: it must not talk to the scan process
         code = 1
@@ -305,3 +333,34 @@ def test_a_process_asked_from_a_process_forked_later_is_not_used_there(started):
     _, status = os.waitpid(child, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert _collect(process) is not None
+
+
+def test_whether_the_tree_holds_a_file_of_many_hosts_is_kept_until_the_folder_changes(tmp_path):
+    from providers.telemetry.kernel.sources.files import FileSource
+    from providers.telemetry.provider import _combined
+
+    source = FileSource(tmp_path)
+    (tmp_path / "gpu-01").mkdir()
+    (tmp_path / "gpu-02.log").write_text("x\n")
+    os.utime(tmp_path, ns=(0, 1_000_000_000))  # settled: what is found is kept
+    assert _combined(source) is False
+    (tmp_path / "kern.log").write_text("x\n")  # a file of many hosts: the folder's time changes with it
+    assert _combined(source) is True
+    os.utime(tmp_path, ns=(0, 2_000_000_000))
+    assert _combined(source) is True
+    (tmp_path / "kern.log").unlink()
+    assert _combined(source) is False
+    os.utime(tmp_path, ns=(0, 3_000_000_000))
+    assert _combined(source) is False
+    # kept while the folder's time stays: what it found is not looked for again (shown by putting the time back)
+    (tmp_path / "kern.log").write_text("x\n")
+    os.utime(tmp_path, ns=(0, 3_000_000_000))
+    assert _combined(source) is False
+    (tmp_path / "kern.log").unlink()
+    # a folder holding a symbolic link is listed every time
+    (tmp_path / "gpu-03.log").symlink_to(tmp_path / "gpu-02.log")
+    os.utime(tmp_path, ns=(0, 4_000_000_000))
+    assert _combined(source) is False
+    (tmp_path / "kern.log").write_text("x\n")
+    os.utime(tmp_path, ns=(0, 4_000_000_000))
+    assert _combined(source) is True, "a folder holding a link is never taken from what was kept"
