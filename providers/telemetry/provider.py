@@ -255,25 +255,32 @@ class TelemetryProvider(Provider):
             if pending is None:
                 return self.collect(names, window, work, trace, proof)
             whole = Collector(names, window, zone=self.settings.time_zone)
-            try:
-                whole.absorb(self.collect(mine, window, work, trace, proof))
-            except ProviderTimeoutError:
-                whole.unread.update(mine.nodes)
+            whole.absorb(self._collect_or_unread(mine, window, work, trace, proof))
             try:
                 other = pending.collector(self.settings.time_zone, proof)
             except ProviderTimeoutError:
-                other = Collector(theirs, window, zone=self.settings.time_zone)
-                other.unread.update(theirs.nodes)
-        if other is None:  # the process failed or is gone: this half is read here
-            try:
-                other = self.collect(theirs, window, work, trace, proof)
-            except ProviderTimeoutError:
-                other = Collector(theirs, window, zone=self.settings.time_zone)
-                other.unread.update(theirs.nodes)
-        whole.absorb(other)
+                other = self._unread(theirs, window)
+        # other None: the process failed or is gone, and its half is read here
+        whole.absorb(other if other is not None else self._collect_or_unread(theirs, window, work, trace, proof))
         if len(whole.unread) == len(names.nodes):
             raise ProviderTimeoutError("reading the kernel logs did not finish in time")
         return whole
+
+    def _collect_or_unread(
+        self, nodes: NodeNames, window: Window, work: Deadline, trace: TraceContext | None, proof: Proof | None
+    ) -> Collector:
+        """`collect`, or a collector naming every node unread when nothing was read by the deadline."""
+        try:
+            return self.collect(nodes, window, work, trace, proof)
+        except ProviderTimeoutError:
+            return self._unread(nodes, window)
+
+    def _unread(self, nodes: NodeNames, window: Window) -> Collector:
+        """A finished collector of `nodes` that names each of them unread (the deadline came before their logs)."""
+        collector = Collector(nodes, window, zone=self.settings.time_zone)
+        collector.unread.update(nodes.nodes)
+        collector.finish()
+        return collector
 
     def _halves(self, names: NodeNames) -> tuple[NodeNames, NodeNames] | None:
         """The scope in two halves for the worker and its scan process, or None: no process, a scope of fewer than
@@ -355,10 +362,7 @@ class TelemetryProvider(Provider):
             except ProviderTimeoutError:
                 if not job_logs.logs:
                     raise
-                collector = Collector(names, window, zone=self.settings.time_zone)
-                collector.unread.update(names.nodes)
-                collector.finish()
-                return collector, job_logs
+                return self._unread(names, window), job_logs
 
     def collect(
         self,
