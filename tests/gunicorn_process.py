@@ -44,6 +44,20 @@ def adapter_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def children(pid: int) -> list[int]:
+    """The live children of process `pid`, read from /proc."""
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(child) for child in path.read_text().split()] if path.exists() else []
+
+
+def running(pid: int) -> bool:
+    """Whether `pid` is a process that has not ended (a zombie has ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
 class Gunicorn:
     """One gunicorn master started with the project's own config and Procfile command."""
 
@@ -103,8 +117,7 @@ class Gunicorn:
 
     def worker_pids(self) -> set[int]:
         """The master's live children, read from /proc."""
-        children = Path(f"/proc/{self.pid}/task/{self.pid}/children")
-        return {int(pid) for pid in children.read_text().split()} if children.exists() else set()
+        return set(children(self.pid))
 
     def stop(self) -> None:
         if self.process.poll() is None:

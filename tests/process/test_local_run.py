@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.gunicorn_process import BOOT_TIMEOUT_S, ROOT, adapter_env, free_port
+from tests.gunicorn_process import BOOT_TIMEOUT_S, ROOT, adapter_env, children, free_port
 
 URL = "/v1/attribution"
 
@@ -85,9 +85,7 @@ class MakeRun:
 
     def stop(self) -> None:
         if self.process.poll() is None:
-            children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
-            pids = [int(pid) for pid in children.read_text().split()] if children.exists() else []
-            for pid in pids:  # gunicorn's master: SIGTERM stops its workers, then make returns
+            for pid in children(self.process.pid):  # gunicorn's master: SIGTERM stops its workers, then make returns
                 os.kill(pid, signal.SIGTERM)
             try:
                 self.process.wait(timeout=40)

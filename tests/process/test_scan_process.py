@@ -20,25 +20,12 @@ from app import create_app
 from app.cli import sample_settings
 from app.settings import Settings
 from providers.telemetry import TelemetryProvider
-from tests.gunicorn_process import ROOT
+from tests.gunicorn_process import ROOT, children, running
 from tests.process.test_operator import json_lines
 from tests.process.test_renamed_provider import PER_REQUEST, URL, _readme_request
 from tests.telemetry.conftest import DETECTED, at, fast_body, healthy_lines, rsyslog, write_lines, xid
 
 STARTED = "kernel-log scan process {} started beside worker {}"
-
-
-def _children(pid: int) -> list[int]:
-    children = Path(f"/proc/{pid}/task/{pid}/children")
-    return [int(p) for p in children.read_text().split()] if children.exists() else []
-
-
-def _alive(pid: int) -> bool:
-    """Whether `pid` is a process that has not ended (a zombie has ended)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
 
 
 def _cpu_ns(pid: int) -> int:
@@ -90,9 +77,9 @@ def _scan_processes(server) -> dict[int, int]:  # noqa: ANN001
     """Each worker's one child, the scan process (the test fails when a worker has another number of children)."""
     found = {}
     for worker in server.worker_pids():
-        children = _children(worker)
-        assert len(children) == 1, (worker, children)
-        found[worker] = children[0]
+        kids = children(worker)
+        assert len(kids) == 1, (worker, kids)
+        found[worker] = kids[0]
     return found
 
 
@@ -166,7 +153,7 @@ def test_with_the_setting_0_the_worker_scans_itself_and_answers_the_same(gunicor
     body = _readme_request()
     assert _post(server, body) == _expected(body)
     (worker,) = server.worker_pids()
-    assert _children(worker) == []
+    assert children(worker) == []
     assert not [e for e in json_lines(server.output()) if "scan process" in e["message"]]
 
 
@@ -178,7 +165,7 @@ def test_a_worker_whose_scan_process_was_killed_says_so_once_and_scans_itself(gu
     os.kill(helper, signal.SIGKILL)
     for _ in range(3):
         assert _post(server, body) == expected
-    assert _children(worker) == [], "the killed process is reaped, and no other is forked from a threaded worker"
+    assert children(worker) == [], "the killed process is reaped, and no other is forked from a threaded worker"
     stopped = [
         (e["level"], e["message"]) for e in json_lines(server.output()) if "scan process" in e["message"]
         and "stopped" in e["message"]
@@ -197,7 +184,7 @@ def test_requests_side_by_side_in_one_worker_share_its_scan_process_or_scan_them
     with ThreadPoolExecutor(4) as pool:
         answers = list(pool.map(lambda _: _post(server, body), range(12)))
     assert answers == [expected] * 12
-    assert _alive(helper)
+    assert running(helper)
 
 
 def test_the_scan_process_ends_with_its_worker(gunicorn):
@@ -205,12 +192,12 @@ def test_the_scan_process_ends_with_its_worker(gunicorn):
     ((worker, helper),) = _scan_processes(server).items()
     os.kill(worker, signal.SIGTERM)  # the master forks a new worker, with a scan process of its own
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and (_alive(worker) or _alive(helper)):
+    while time.monotonic() < deadline and (running(worker) or running(helper)):
         time.sleep(0.05)
-    assert not _alive(helper) and not _alive(worker)
+    assert not running(helper) and not running(worker)
     server.wait_ready()
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and not all(_children(w) for w in server.worker_pids()):
+    while time.monotonic() < deadline and not all(children(w) for w in server.worker_pids()):
         time.sleep(0.05)
     ((new_worker, new_helper),) = _scan_processes(server).items()
     assert new_worker != worker and new_helper != helper
@@ -218,7 +205,7 @@ def test_the_scan_process_ends_with_its_worker(gunicorn):
 
     server.stop()
     assert server.process.returncode == 0
-    assert not _alive(new_helper) and not _alive(new_worker)
+    assert not running(new_helper) and not running(new_worker)
 
 
 def test_a_scan_process_whose_worker_was_killed_ends_too(gunicorn):
@@ -226,9 +213,9 @@ def test_a_scan_process_whose_worker_was_killed_ends_too(gunicorn):
     ((worker, helper),) = _scan_processes(server).items()
     os.kill(worker, signal.SIGKILL)  # no exit hook runs: the pipe's end closes with the worker
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and _alive(helper):
+    while time.monotonic() < deadline and running(helper):
         time.sleep(0.05)
-    assert not _alive(helper)
+    assert not running(helper)
 
 
 def _kernel_tree(root: Path, hosts: int) -> list[str]:

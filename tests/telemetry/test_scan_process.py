@@ -12,7 +12,6 @@ import os
 import signal
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -25,6 +24,7 @@ from providers.telemetry.kernel.parse import Record
 from providers.telemetry.kernel.sources.facts import Proof
 from providers.telemetry.scan_process import ScanProcess
 from providers.telemetry.window import Window
+from tests.gunicorn_process import running
 
 NODES = NodeNames(["gpu-01", "gpu-02.cluster.local", "gpu-03"])
 T0 = datetime(2026, 9, 9, 12, 0, tzinfo=UTC)
@@ -317,7 +317,7 @@ def test_the_process_closes_the_descriptors_it_is_given_and_ends_when_the_pipe_c
     assert process.pid == 0
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    assert not Path(f"/proc/{pid}").exists() or "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    assert not running(pid)
 
 
 def test_a_process_asked_from_a_process_forked_later_is_not_used_there(started):
