@@ -820,6 +820,128 @@ def test_a_search_starts_between_the_lines_earlier_searches_found(tmp_path: Path
         assert found(DETECTED - timedelta(minutes=10), facts)[1] == anew
 
 
+def test_a_window_moved_later_inside_the_blocks_read_before_is_found_without_a_probe(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A window whose start lies inside blocks an earlier request read (the next failure's, minutes later) is found
+    from those blocks' first and last times, without a probe, and read exactly as line by line; one starting before
+    every block read is searched by probes."""
+    from providers.telemetry.kernel.sources import search
+
+    probes: list[int] = []
+    real_probe = search._probe
+    monkeypatch.setattr(search, "_probe", lambda f, pos, *rest: probes.append(pos) or real_probe(f, pos, *rest))
+    _long_noise(tmp_path / "worker-01" / "kern.log")
+    fast = FileSource(tmp_path)
+
+    def probed(window: Window) -> list[int]:
+        """The probes the warm source makes for `window`; its reading equals the window's read line by line."""
+        probes.clear()
+        got = scan(fast, ["worker-01"], window)
+        made = list(probes)
+        assert state(got) == state(scan(FileSource(tmp_path, cache_entries=0, by_stamps=False), ["worker-01"], window))
+        return made
+
+    assert probed(Window(DETECTED - timedelta(minutes=30), DETECTED + timedelta(minutes=2)))
+    # a minute after the last each time: some 300 lines of 110 bytes, 2 of the CACHE_SPANS blocks kept
+    for moved in (1, 2, 3, 4, 5):
+        start = DETECTED - timedelta(minutes=30 - moved, microseconds=-137)
+        assert probed(Window(start, start + timedelta(minutes=32))) == [], moved
+    assert probed(Window(DETECTED - timedelta(minutes=70), DETECTED + timedelta(minutes=2)))
+
+
+def _spans_of(path: Path, targets: list[datetime]) -> tuple[object, list[int]]:
+    """The facts of `path` after a FileSource read a window at each target, and what its spans say of where each
+    target's search starts (`search._spanned`)."""
+    from providers.telemetry.kernel.sources import search
+
+    fast = FileSource(path.parent.parent)
+    for target in targets:
+        scan(fast, ["worker-01"], Window(target, target + timedelta(minutes=2)))
+    facts = fast.cache.facts(str(path), path.stat())
+    return facts, [search._spanned(facts, t - search.ORDER_SLACK) for t in targets]
+
+
+def _spans(facts: object) -> dict[int, tuple[int, datetime, datetime]]:
+    """A file's spans (`FileFacts.spans`, four numbers a block) as block start -> (end, first time, last time)."""
+    from providers.telemetry.kernel.parse import EPOCH
+
+    flat = list(facts.spans)  # type: ignore[attr-defined]
+    return {
+        flat[k]: (flat[k + 1], EPOCH + timedelta(microseconds=flat[k + 2]), EPOCH + timedelta(microseconds=flat[k + 3]))
+        for k in range(0, len(flat), 4)
+    }
+
+
+def test_the_blocks_kept_for_a_search_say_where_a_target_lies_as_reading_every_line_does(tmp_path: Path) -> None:
+    """Each block kept as a span holds its first and last lines' times; an offset a search takes from them lies at
+    or before the first line at or after the target, after a line before it, within a READ_CHUNK and a line of it;
+    a target not after a line of any span, after the last one's, or in bytes between two spans not adjacent is left
+    to the bisection; at most CACHE_SPANS are kept, the latest read last, and a file appended to keeps those before
+    its former end."""
+    from array import array
+
+    from providers.telemetry.kernel.parse import DEFAULT_CONTEXT, line_time
+    from providers.telemetry.kernel.sources import facts as kept
+    from providers.telemetry.kernel.sources import search
+
+    path = tmp_path / "worker-01" / "kern.log"
+    _long_noise(path)
+    data = path.read_bytes()
+    targets = [DETECTED - timedelta(minutes=40, seconds=s) for s in (0, 20, 40)]
+    facts, _ = _spans_of(path, targets)
+    spans = _spans(facts)
+    assert 3 <= len(spans) <= kept.CACHE_SPANS
+    for start, (end, low, high) in spans.items():
+        lines = data[start:end].rstrip(b"\n").split(b"\n")
+        assert data[start - 1 : start] in (b"", b"\n") and data[end - 1 : end] == b"\n"
+        assert (low, high) == (line_time(lines[0], DEFAULT_CONTEXT), line_time(lines[-1], DEFAULT_CONTEXT))
+    inside = sorted({t for _, low, high in spans.values() for t in (low, high)})
+    cases = [t + timedelta(microseconds=d) for t in inside for d in (-1, 0, 1)]
+    answered = 0
+    for target in cases:
+        offset = search._spanned(facts, target)  # type: ignore[arg-type]
+        if offset is None:
+            continue
+        answered += 1
+        line = _first_at_or_after(data, target)
+        assert offset <= line <= offset + READ_CHUNK + 200
+        assert line_time(data[offset : data.index(b"\n", offset)], DEFAULT_CONTEXT) < target
+    assert answered > len(cases) // 2
+    assert search._spanned(facts, min(low for _, low, _ in spans.values())) is None  # type: ignore[arg-type]
+    assert search._spanned(facts, max(h for _, _, h in spans.values()) + timedelta(microseconds=1)) is None  # type: ignore[arg-type]
+    # a hole: the middle span dropped, the target between the spans on either side
+    flat = facts.spans  # type: ignore[attr-defined]
+    ordered = sorted(spans)
+    middle = spans[ordered[1]]
+    facts.spans = array("q", [v for k in range(0, len(flat), 4) if flat[k] != ordered[1] for v in flat[k : k + 4]])  # type: ignore[attr-defined]
+    assert search._spanned(facts, middle[1] + (middle[2] - middle[1]) / 2) is None  # type: ignore[arg-type]
+    facts.spans = flat  # type: ignore[attr-defined]
+    # bounded, the latest read last
+    many = kept.FileFacts()
+    for k in range(kept.CACHE_SPANS + 3):
+        raw = b"%s worker-01 kernel: noise" % (DETECTED + timedelta(seconds=k)).isoformat().encode()
+        search.learn_span(many, 1000 * k, 1000 * k + 999, raw, raw, DEFAULT_CONTEXT)
+    search.learn_span(many, 4000, 4999, b"", b"", DEFAULT_CONTEXT)  # read again: moved last, its times kept
+    assert list(_spans(many)) == [1000 * k for k in (3, *range(5, kept.CACHE_SPANS + 3), 4)]
+    # appended to: the spans before the former end carry over
+    facts.size = max(end for end, _, _ in spans.values())  # type: ignore[attr-defined]
+    assert _spans(facts.carried(len(data) + 100)) == spans  # type: ignore[attr-defined]
+    facts.size = min(spans) + 1  # type: ignore[attr-defined]
+    assert _spans(facts.carried(len(data))) == {}  # type: ignore[attr-defined]
+
+
+def test_a_blocks_times_read_with_the_requests_time_context_are_not_kept_as_a_span(tmp_path: Path) -> None:
+    """Year-less stamps (BSD syslog) read by the request's TimeContext: blocks of them answer no later search."""
+    lines = [_line("bsd", DETECTED - timedelta(minutes=60) + timedelta(milliseconds=200 * i), "worker-01",
+                   NOISE[i % len(NOISE)]) for i in range(18000)]  # fmt: skip
+    path = tmp_path / "worker-01" / "kern.log"
+    _write(path, ("\n".join(lines) + "\n").encode(), False, PAST)
+    os.utime(path.parent, (PAST, PAST))
+    facts, found = _spans_of(path, [DETECTED - timedelta(minutes=30), DETECTED - timedelta(minutes=29)])
+    assert _spans(facts) == {} and found == [None, None]
+
+
 def test_the_fact_cache_holds_a_folder_and_two_files_of_every_host_of_the_largest_scope() -> None:
     from providers.telemetry.kernel.sources.facts import CACHE_ENTRIES
     from schemas.request import ScopeSchema

@@ -28,7 +28,9 @@ from providers.telemetry.kernel.sources.blocks import (
     sorted_stamps,
 )
 from providers.telemetry.kernel.sources.facts import (
+    CACHE_SPANS,
     FactCache,
+    FileFacts,
     Proof,
 )
 from providers.telemetry.kernel.sources.search import (
@@ -41,6 +43,7 @@ from providers.telemetry.kernel.sources.search import (
     check_deadline,
     first_time,
     first_unreadable,
+    learn_span,
     probe_known,
     search_offset,
 )
@@ -89,6 +92,10 @@ class Reader:
         #: read from `_file`), where it starts and ends, its `[seconds]` values
         self.pending: tuple[bytes | None, int, int, tuple[bytes, ...]] | None = None
         self._file: PlainFile | None = None
+        #: the facts of the plain file being read, where its first blocks counted from their stamps are kept as spans
+        #: (the next window, a later failure's, starts a little after this one), and how many more are kept
+        self._facts: FileFacts | None = None
+        self._spans_left = CACHE_SPANS
 
     def close(self) -> None:
         self.pending = None  # a record holding no keyword: nothing kept when its file ends
@@ -145,6 +152,7 @@ class Reader:
             if first > self.hi:
                 return first
             offset = search_offset(f, size, lo, self.deadline, self.ctx, facts)
+            self._facts = facts
             self.forward_plain(f, offset, BlockPlace(path, number, valid, blocks))
         finally:
             os.close(fd)
@@ -239,6 +247,7 @@ class Reader:
             or (block.marked and data.count(b"\n") != block.count)
         ):
             return None
+        self._learn(data, start, block)
         return self._by_stamps(block, data, shape, inside_tried=True, bounds=(place.cache, bounds))
 
     def _new_block(self, view: bytes, start: int, place: BlockPlace) -> bool:
@@ -252,8 +261,18 @@ class Reader:
             return any(self.feed(raw) for raw in view[:-1].split(b"\n"))
         assert shape is not None
         place.cache.put((place.path, place.lineage, start), block)
+        self._learn(view, start, block)
         bounds = (place.path, place.lineage, start, shape.start_key, shape.start_exact, shape.end_key, shape.hi_key)
         return self._by_stamps(block, view, shape, bounds=(place.cache, bounds))
+
+    def _learn(self, data: bytes, start: int, block: Block) -> None:
+        """Keep the span of one of the first CACHE_SPANS blocks of the reading counted from their stamps (`data`, its
+        bytes, read from file offset `start`) in the file's facts, for the search of a later window
+        (search.learn_span)."""
+        if self._facts is not None and self._spans_left > 0:
+            self._spans_left -= 1
+            first = data[: data.find(b"\n")]
+            learn_span(self._facts, start, block.end, first, data[block.last_at - start : -1], self.ctx)
 
     def forward(self, chunks: Iterator[bytes]) -> None:
         """Feed lines in order until the first one later than the window's end (still fed, for coverage)."""

@@ -15,15 +15,18 @@ from providers.base import (
     ProviderTimeoutError,
 )
 from providers.telemetry.kernel.collect import Collector
-from providers.telemetry.kernel.parse import TimeContext, line_time, offset_zone
+from providers.telemetry.kernel.parse import EPOCH, TimeContext, line_time, offset_zone
 from providers.telemetry.kernel.sources.facts import (
     CACHE_POINTS,
     CACHE_PROBES,
     CACHE_SEARCHES,
+    CACHE_SPANS,
     FileFacts,
 )
 from providers.telemetry.reading import GzipReader
 
+#: the unit of the times a file's spans keep (`FileFacts.spans`)
+_MICROSECOND = timedelta(microseconds=1)
 #: lines are expected in time order within this much (a relay's queue or several senders in one file may
 #: interleave slightly); the search starts this much early and reading stops this much late
 ORDER_SLACK = timedelta(seconds=60)
@@ -301,6 +304,11 @@ def search_offset(
     known = facts.searches.get(key)
     if known is not None:
         return known
+    spanned = _spanned(facts, target)
+    if spanned is not None:
+        if len(facts.searches) < CACHE_SEARCHES:
+            facts.searches[key] = spanned
+        return spanned
     points = facts.points
     lo, hi = _bounds(points, target, size)
     while hi - lo > SEARCH_BLOCK:
@@ -322,6 +330,50 @@ def search_offset(
     if len(facts.searches) < CACHE_SEARCHES:
         facts.searches[key] = lo
     return lo
+
+
+def learn_span(facts: FileFacts, start: int, end: int, first: bytes, last: bytes, ctx: TimeContext) -> None:
+    """Keep in `facts` that the bytes [start, end) of the file are whole lines in time order whose first line is
+    `first` and last `last` (a block the reader counted from its stamps): when both times are read without the
+    TimeContext, a later search for a time they hold is answered from them (`_spanned`)."""
+    spans = facts.spans
+    for k in range(0, len(spans), 4):
+        if spans[k] == start:
+            known = spans[k : k + 4]
+            del spans[k : k + 4]
+            if known[1] == end:
+                spans.extend(known)  # the latest read last
+                return
+            break
+    if not (_context_free(first) and _context_free(last)):
+        return
+    low, high = line_time(first, ctx), line_time(last, ctx)
+    if low is None or high is None or high < low:
+        return
+    spans.extend((start, end, (low - EPOCH) // _MICROSECOND, (high - EPOCH) // _MICROSECOND))
+    if len(spans) > 4 * CACHE_SPANS:
+        del spans[:4]
+
+
+def _spanned(facts: FileFacts, target: datetime) -> int | None:
+    """Where a block read before starts (`FileFacts.spans`) when the first line at or after `target` lies in it with
+    a line before `target` ahead of it: its first line is before `target` and its last at or after it, or its last
+    is before `target` and the block that follows it (one read before, too) starts at or after it. Reading from
+    there reads the line found and a line before it, within the block's bytes, as a search would. None when no
+    block read before says so."""
+    spans = facts.spans.tolist()  # a copy taken at once: another thread may add to them meanwhile
+    if not spans:
+        return None
+    at = (target - EPOCH) // _MICROSECOND
+    for k in range(0, len(spans), 4):
+        start, end, low, high = spans[k : k + 4]
+        if low < at <= high:
+            return start
+        if high < at:
+            for j in range(0, len(spans), 4):
+                if spans[j] == end and at <= spans[j + 2]:
+                    return start
+    return None
 
 
 def _known_block_start(f: PlainFile, offset: int, facts: FileFacts) -> int:
