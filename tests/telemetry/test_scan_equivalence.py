@@ -877,8 +877,8 @@ def test_the_blocks_kept_for_a_search_say_where_a_target_lies_as_reading_every_l
     """Each block kept as a span holds its first and last lines' times; an offset a search takes from them lies at
     or before the first line at or after the target, after a line before it, within a READ_CHUNK and a line of it;
     a target not after a line of any span, after the last one's, or in bytes between two spans not adjacent is left
-    to the bisection; at most CACHE_SPANS are kept, the latest read last, and a file appended to keeps those before
-    its former end."""
+    to the bisection; at most CACHE_SPANS are kept, the oldest learnt dropped first, and a file appended to keeps
+    those before its former end."""
     from array import array
 
     from providers.telemetry.kernel.parse import DEFAULT_CONTEXT, line_time
@@ -917,13 +917,29 @@ def test_the_blocks_kept_for_a_search_say_where_a_target_lies_as_reading_every_l
     facts.spans = array("q", [v for k in range(0, len(flat), 4) if flat[k] != ordered[1] for v in flat[k : k + 4]])  # type: ignore[attr-defined]
     assert search._spanned(facts, middle[1] + (middle[2] - middle[1]) / 2) is None  # type: ignore[arg-type]
     facts.spans = flat  # type: ignore[attr-defined]
-    # bounded, the latest read last
+    # bounded, the oldest learnt dropped first
     many = kept.FileFacts()
+
+    def block(k: int, size: int = 1000) -> bytes:
+        """Two lines, `size` bytes in all, `k` seconds and a millisecond after DETECTED."""
+        first = b"%s worker-01 kernel: noise\n" % (DETECTED + timedelta(seconds=k)).isoformat().encode()
+        last = b"%s worker-01 kernel: noise" % (DETECTED + timedelta(seconds=k, milliseconds=1)).isoformat().encode()
+        return first + last + b" " * (size - 1 - len(first) - len(last)) + b"\n"
+
+    def learn(k: int, size: int = 1000) -> None:
+        data = block(k, size)
+        search.learn_span(many, 1000 * k, data, data.index(b"\n") + 1, DEFAULT_CONTEXT)
+
     for k in range(kept.CACHE_SPANS + 3):
-        raw = b"%s worker-01 kernel: noise" % (DETECTED + timedelta(seconds=k)).isoformat().encode()
-        search.learn_span(many, 1000 * k, 1000 * k + 999, raw, raw, DEFAULT_CONTEXT)
-    search.learn_span(many, 4000, 4999, b"", b"", DEFAULT_CONTEXT)  # read again: moved last, its times kept
-    assert list(_spans(many)) == [1000 * k for k in (3, *range(5, kept.CACHE_SPANS + 3), 4)]
+        learn(k)
+    kept_now = [1000 * k for k in range(3, kept.CACHE_SPANS + 3)]
+    assert list(_spans(many)) == kept_now  # the oldest learnt dropped first
+    times = (DETECTED + timedelta(seconds=4), DETECTED + timedelta(seconds=4, milliseconds=1))
+    assert _spans(many)[4000] == (5000, *times)
+    learn(4)  # read again: kept where it is
+    assert list(_spans(many)) == kept_now
+    learn(4, 600)  # other bytes there now (the file rewritten): the block as read now, learnt last
+    assert list(_spans(many)) == [k for k in kept_now if k != 4000] + [4000] and _spans(many)[4000] == (4600, *times)
     # appended to: the spans before the former end carry over
     facts.size = max(end for end, _, _ in spans.values())  # type: ignore[attr-defined]
     assert _spans(facts.carried(len(data) + 100)) == spans  # type: ignore[attr-defined]

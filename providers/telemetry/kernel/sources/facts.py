@@ -34,9 +34,10 @@ CACHE_SEARCHES = 4
 #: bound the next search, which for a window moved by less than a few lines' time then makes no probe
 CACHE_POINTS = 8
 #: blocks of whole lines in time order kept per file as spans (where each starts and ends, and the times of its first
-#: and last lines): the first ones a reading of the file met, from where its window starts, the latest read last.
-#: A window whose start falls inside one is found without a probe (search.search_offset): the next failure's,
-#: minutes later, starts inside the blocks read after the last window's start (8 blocks of the read grid: 128 KiB)
+#: and last lines): the first ones a reading of the file met, from where its window starts, the oldest learnt
+#: dropped first. A window whose start falls inside one is found without a probe (search.search_offset): the next
+#: failure's, minutes later, starts inside the blocks read after the last window's start (8 blocks of the read
+#: grid: 128 KiB)
 CACHE_SPANS = 8
 #: a listing or a file modified less than this long ago is not cached: a change within one tick of a coarse
 #: file-system clock would leave its modification time unchanged
@@ -94,8 +95,8 @@ class FileFacts:
     #: line start -> its time: lines the search's probes found whose time was read without the TimeContext (a time
     #: that depends on it, a year-less stamp's, may read otherwise in another request)
     points: dict[int, datetime] = field(default_factory=dict)
-    #: blocks of lines in time order whose times were read without the TimeContext, at most CACHE_SPANS, the latest
-    #: read last: four numbers each (where it starts, where it ends, its first and its last line's time in
+    #: blocks of lines in time order whose times were read without the TimeContext, at most CACHE_SPANS, in the
+    #: order learnt: four numbers each (where it starts, where it ends, its first and its last line's time in
     #: microseconds since the epoch), flat (32 bytes a block, where tuples of datetimes took 190)
     spans: array[int] = field(default_factory=lambda: array("q"))
     #: the block lineage of the plain file these facts were made for (BlockCache.lineage; 0: none) and its size then

@@ -271,8 +271,7 @@ class Reader:
         (search.learn_span)."""
         if self._facts is not None and self._spans_left > 0:
             self._spans_left -= 1
-            first = data[: data.find(b"\n")]
-            learn_span(self._facts, start, block.end, first, data[block.last_at - start : -1], self.ctx)
+            learn_span(self._facts, start, data, block.last_at - start, self.ctx)
 
     def forward(self, chunks: Iterator[bytes]) -> None:
         """Feed lines in order until the first one later than the window's end (still fed, for coverage)."""

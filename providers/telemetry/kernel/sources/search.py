@@ -332,19 +332,21 @@ def search_offset(
     return lo
 
 
-def learn_span(facts: FileFacts, start: int, end: int, first: bytes, last: bytes, ctx: TimeContext) -> None:
-    """Keep in `facts` that the bytes [start, end) of the file are whole lines in time order whose first line is
-    `first` and last `last` (a block the reader counted from its stamps): when both times are read without the
-    TimeContext, a later search for a time they hold is answered from them (`_spanned`)."""
+def learn_span(facts: FileFacts, start: int, data: bytes, last_at: int, ctx: TimeContext) -> None:
+    """Keep in `facts` that the bytes of the file from `start` are the whole lines `data`, in time order, its last
+    line starting at `last_at` in `data` (a block the reader counted from its stamps): when its first and last
+    lines' times are read without the TimeContext, a later search for a time they hold is answered from them
+    (`_spanned`). A block kept already stays where it is: the oldest learnt is dropped first."""
     spans = facts.spans
-    for k in range(0, len(spans), 4):
-        if spans[k] == start:
-            known = spans[k : k + 4]
-            del spans[k : k + 4]
-            if known[1] == end:
-                spans.extend(known)  # the latest read last
-                return
-            break
+    end = start + len(data)
+    if start in spans:  # one scan in C; a time or an end equal to it is told apart below
+        for k in range(0, len(spans), 4):
+            if spans[k] == start:
+                if spans[k + 1] == end:
+                    return
+                del spans[k : k + 4]  # the file's bytes there are another block now
+                break
+    first, last = data[: data.find(b"\n")], data[last_at:-1]
     if not (_context_free(first) and _context_free(last)):
         return
     low, high = line_time(first, ctx), line_time(last, ctx)
