@@ -1024,3 +1024,52 @@ def test_threads_searching_one_file_share_its_facts(tmp_path: Path) -> None:
     finally:
         sys.setswitchinterval(interval)
     assert failures == []
+
+
+def test_a_span_is_found_by_its_start_not_by_a_time_or_an_end_of_the_same_value() -> None:
+    """`FileFacts.spans` holds four numbers a block: a block's start is looked up at the start's place only."""
+    from array import array
+
+    from providers.telemetry.kernel.sources import search
+
+    spans = array("q", [100, 200, 5, 7, 200, 300, 8, 100])
+    assert search._span_at(spans, 100) == 0 and search._span_at(spans, 200) == 4
+    assert search._span_at(spans, 300) == -1 and search._span_at(spans, 8) == -1 and search._span_at(spans, 9) == -1
+    assert search._span_at(array("q", [1, 2, 3, 5, 5, 6, 7, 8]), 5) == 4
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_windows_moving_later_request_after_request_read_as_line_by_line(
+    tmp_path: Path, monkeypatch, seed: int
+) -> None:
+    """The next failures' windows, each a few minutes after the last, over hosts whose lines carry their own zone
+    (what blocks kept as spans need), with the parser's whole mix of records, events at the edges, CRLF and invalid
+    UTF-8: each read as the window read line by line, and some found from the blocks read before."""
+    from providers.telemetry.kernel.sources import search
+
+    answered: list[int] = []  # the offsets the blocks read before gave a search
+    real_spanned = search._spanned
+
+    def spanned(*args: object) -> int | None:
+        offset = real_spanned(*args)  # type: ignore[arg-type]
+        if offset is not None:
+            answered.append(offset)
+        return offset
+
+    monkeypatch.setattr(search, "_spanned", spanned)
+    rng = random.Random(2000 + seed)
+    for host in HOSTS[:3]:
+        fmt = rng.choice(("rsyslog", "iso_ms_offset", "short_iso"))
+        groups = _host_lines(rng, host, fmt, DETECTED - timedelta(hours=3), DETECTED + timedelta(hours=1), 9000)
+        _write(tmp_path / host / "kern.log", _encode(rng, _flat(groups)), False, PAST)
+        os.utime(tmp_path / host, (PAST, PAST))
+    os.utime(tmp_path, (PAST, PAST))
+    fast = FileSource(tmp_path)
+    start = DETECTED - timedelta(minutes=rng.randrange(60, 120), microseconds=rng.randrange(1_000_000))
+    found = 0
+    for _ in range(10):
+        answered.clear()
+        check(fast, tmp_path, Window(start, start + timedelta(minutes=rng.choice((2, 15, 40)))), SCOPE, full=False)
+        found += len(answered)
+        start += timedelta(minutes=rng.randrange(1, 8), microseconds=rng.randrange(1_000_000))
+    assert found

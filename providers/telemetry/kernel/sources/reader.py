@@ -382,11 +382,11 @@ class Reader:
         else:
             starts = 0 if first > shape.start_key else n if last <= shape.start_key else -1
         if starts < 0:
-            starts = self._line_after(data, shape.start_key, not shape.start_exact)[0]
+            starts = self._line_after(data, shape.start_key, not shape.start_exact, n)[0]
         end_key = shape.end_key
-        ends = n if last <= end_key else 0 if first > end_key else self._line_after(data, end_key, True)[0]
+        ends = n if last <= end_key else 0 if first > end_key else self._line_after(data, end_key, True, n)[0]
         # lines [low, stop) are not past the reading bound, `stop_at` the offset of line `stop`
-        stop, stop_at = (n, len(data)) if last <= hi_key else self._line_after(data, hi_key, True)
+        stop, stop_at = (n, len(data)) if last <= hi_key else self._line_after(data, hi_key, True, n)
         last_free = stop == n and not (marked and marked[-1] == n - 1)  # the last line counted, not fed
         if bounds is not None and bounds[1] is not None and not marked and low == 0:
             after = tuple(BRACKET.findall(data, stop_at, data.index(b"\n", stop_at))) if stop < n else ()
@@ -448,10 +448,11 @@ class Reader:
         return any(self.take(*self._parsed(raw)) for raw in rest[:-1].split(b"\n"))
 
     @staticmethod
-    def _line_after(data: bytes, key: bytes, right: bool) -> tuple[int, int]:
-        """(index, offset) of the first line of the block `data`, its lines' stamps in order, whose stamp is past
-        `key` (`right`) or not before it; (lines, len(data)) when there is none. A bisection over byte offsets,
-        each probe moved to the start of its line: the `bisect` of the block's stamps, without finding them all."""
+    def _line_after(data: bytes, key: bytes, right: bool, lines: int) -> tuple[int, int]:
+        """(index, offset) of the first line of the block `data` (`lines` whole lines, its stamps in order) whose
+        stamp is past `key` (`right`) or not before it; (lines, len(data)) when there is none. A bisection over byte
+        offsets, each probe moved to the start of its line: the `bisect` of the block's stamps, without finding them
+        all; the index is the newlines counted on the shorter side of the offset (counting is most of the cost)."""
         width = len(key)
         lo, hi = 0, len(data)  # lo is always a line start; the answer lies in [lo, hi]
         while lo < hi:
@@ -462,7 +463,9 @@ class Reader:
                 lo = data.index(b"\n", at) + 1
             else:
                 hi = at
-        return data.count(b"\n", 0, lo), lo
+        if lo <= len(data) >> 1:
+            return data.count(b"\n", 0, lo), lo
+        return lines - data.count(b"\n", lo), lo
 
     def _continues(self, brackets: tuple[bytes, ...]) -> bool:
         """Whether a stamped line holding the `[seconds]` values `brackets` may continue the open record (a pending

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from array import array
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
@@ -339,13 +340,11 @@ def learn_span(facts: FileFacts, start: int, data: bytes, last_at: int, ctx: Tim
     (`_spanned`). A block kept already stays where it is: the oldest learnt is dropped first."""
     spans = facts.spans
     end = start + len(data)
-    if start in spans:  # one scan in C; a time or an end equal to it is told apart below
-        for k in range(0, len(spans), 4):
-            if spans[k] == start:
-                if spans[k + 1] == end:
-                    return
-                del spans[k : k + 4]  # the file's bytes there are another block now
-                break
+    k = _span_at(spans, start)
+    if k >= 0:
+        if spans[k + 1] == end:
+            return
+        del spans[k : k + 4]  # the file's bytes there are another block now
     first, last = data[: data.find(b"\n")], data[last_at:-1]
     if not (_context_free(first) and _context_free(last)):
         return
@@ -357,24 +356,38 @@ def learn_span(facts: FileFacts, start: int, data: bytes, last_at: int, ctx: Tim
         del spans[:4]
 
 
+def _span_at(spans: array[int], start: int) -> int:
+    """Where in `spans` (four numbers a block) the block starting at `start` is, or -1: searched in C, a time or an
+    end equal to `start` told apart by its place."""
+    if start not in spans:
+        return -1
+    k = -1
+    while True:
+        try:
+            k = spans.index(start, k + 1)
+        except ValueError:  # only where a time or an end equals it
+            return -1
+        if k % 4 == 0:
+            return k
+
+
 def _spanned(facts: FileFacts, target: datetime) -> int | None:
     """Where a block read before starts (`FileFacts.spans`) when the first line at or after `target` lies in it with
     a line before `target` ahead of it: its first line is before `target` and its last at or after it, or its last
     is before `target` and the block that follows it (one read before, too) starts at or after it. Reading from
     there reads the line found and a line before it, within the block's bytes, as a search would. None when no
     block read before says so."""
-    spans = facts.spans.tolist()  # a copy taken at once: another thread may add to them meanwhile
+    spans = facts.spans[:]  # a copy taken at once: another thread may add to them meanwhile
     if not spans:
         return None
     at = (target - EPOCH) // _MICROSECOND
     for k in range(0, len(spans), 4):
-        start, end, low, high = spans[k : k + 4]
-        if low < at <= high:
-            return start
-        if high < at:
-            for j in range(0, len(spans), 4):
-                if spans[j] == end and at <= spans[j + 2]:
-                    return start
+        if spans[k + 2] < at:
+            if at <= spans[k + 3]:
+                return spans[k]
+            after = _span_at(spans, spans[k + 1])
+            if after >= 0 and at <= spans[after + 2]:
+                return spans[k]
     return None
 
 
