@@ -920,15 +920,11 @@ def test_the_blocks_kept_for_a_search_say_where_a_target_lies_as_reading_every_l
     # bounded, the oldest learnt dropped first
     many = kept.FileFacts()
 
-    def block(k: int, size: int = 1000) -> bytes:
-        """Two lines, `size` bytes in all, `k` seconds and a millisecond after DETECTED."""
-        first = b"%s worker-01 kernel: noise\n" % (DETECTED + timedelta(seconds=k)).isoformat().encode()
-        last = b"%s worker-01 kernel: noise" % (DETECTED + timedelta(seconds=k, milliseconds=1)).isoformat().encode()
-        return first + last + b" " * (size - 1 - len(first) - len(last)) + b"\n"
-
     def learn(k: int, size: int = 1000) -> None:
-        data = block(k, size)
-        search.learn_span(many, 1000 * k, data, data.index(b"\n") + 1, DEFAULT_CONTEXT)
+        """A block of `size` bytes at 1000 * k whose lines are stamped `k` seconds after DETECTED and a ms later."""
+        first = (DETECTED + timedelta(seconds=k)).isoformat().encode()
+        last = (DETECTED + timedelta(seconds=k, milliseconds=1)).isoformat().encode()
+        search.learn_span(many, 1000 * k, 1000 * k + size, first, last)
 
     for k in range(kept.CACHE_SPANS + 3):
         learn(k)
@@ -1073,3 +1069,21 @@ def test_windows_moving_later_request_after_request_read_as_line_by_line(
         found += len(answered)
         start += timedelta(minutes=rng.randrange(1, 8), microseconds=rng.randrange(1_000_000))
     assert found
+
+
+@pytest.mark.parametrize("sep", [b"T", b" "])
+@pytest.mark.parametrize("fraction", [b"", b".6", b".617", b",6173", b".617348"])
+@pytest.mark.parametrize("offset", [b"Z", b"z", b"+00:00", b"+02:00", b"-0530", b"+1400"])
+def test_a_spans_times_are_the_instants_the_line_parser_reads(sep: bytes, fraction: bytes, offset: bytes) -> None:
+    """A block's stamps (every shape the reader counts blocks in) become the microseconds since the epoch of the
+    instant `line_time` reads from a line they start; a stamp of a day that does not exist is refused."""
+    from providers.telemetry.kernel.parse import DEFAULT_CONTEXT, EPOCH, line_time
+    from providers.telemetry.kernel.sources import search
+
+    for day in (b"2026-09-09", b"2024-02-29", b"1999-12-31"):
+        stamp = day + sep + b"23:59:58" + fraction + offset
+        read = line_time(stamp + b" worker-01 kernel: [12.5] noise", DEFAULT_CONTEXT)
+        assert read is not None
+        assert search._microseconds(stamp) == (read - EPOCH) // timedelta(microseconds=1)
+    with pytest.raises(ValueError):
+        search._microseconds(b"2026-02-30" + sep + b"23:59:58" + fraction + offset)

@@ -172,6 +172,8 @@ class Reader:
                 cached = self._cached_block(start, place)
                 if cached is not None:
                     done = self._kept(f, start, cached, place)
+                    if done is not None:
+                        self._learn(start, cached)
                     if done is None:
                         cached = None  # its bytes are not what the summary says: read as a new block
                     elif done:
@@ -247,7 +249,6 @@ class Reader:
             or (block.marked and data.count(b"\n") != block.count)
         ):
             return None
-        self._learn(data, start, block)
         return self._by_stamps(block, data, shape, inside_tried=True, bounds=(place.cache, bounds))
 
     def _new_block(self, view: bytes, start: int, place: BlockPlace) -> bool:
@@ -261,17 +262,17 @@ class Reader:
             return any(self.feed(raw) for raw in view[:-1].split(b"\n"))
         assert shape is not None
         place.cache.put((place.path, place.lineage, start), block)
-        self._learn(view, start, block)
+        self._learn(start, block)
         bounds = (place.path, place.lineage, start, shape.start_key, shape.start_exact, shape.end_key, shape.hi_key)
         return self._by_stamps(block, view, shape, bounds=(place.cache, bounds))
 
-    def _learn(self, data: bytes, start: int, block: Block) -> None:
-        """Keep the span of one of the first CACHE_SPANS blocks of the reading counted from their stamps (`data`, its
-        bytes, read from file offset `start`) in the file's facts, for the search of a later window
+    def _learn(self, start: int, block: Block) -> None:
+        """Keep the span of one of the first CACHE_SPANS blocks of the reading counted from their stamps (kept or
+        analysed now; it starts at file offset `start`) in the file's facts, for the search of a later window
         (search.learn_span)."""
         if self._facts is not None and self._spans_left > 0:
             self._spans_left -= 1
-            learn_span(self._facts, start, data, block.last_at - start, self.ctx)
+            learn_span(self._facts, start, block.end, block.first, block.last)
 
     def forward(self, chunks: Iterator[bytes]) -> None:
         """Feed lines in order until the first one later than the window's end (still fed, for coverage)."""

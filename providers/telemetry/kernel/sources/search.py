@@ -333,27 +333,32 @@ def search_offset(
     return lo
 
 
-def learn_span(facts: FileFacts, start: int, data: bytes, last_at: int, ctx: TimeContext) -> None:
-    """Keep in `facts` that the bytes of the file from `start` are the whole lines `data`, in time order, its last
-    line starting at `last_at` in `data` (a block the reader counted from its stamps): when its first and last
-    lines' times are read without the TimeContext, a later search for a time they hold is answered from them
-    (`_spanned`). A block kept already stays where it is: the oldest learnt is dropped first."""
+def learn_span(facts: FileFacts, start: int, end: int, first: bytes, last: bytes) -> None:
+    """Keep in `facts` that the bytes [start, end) of the file are whole lines in time order whose first and last
+    lines' stamps are `first` and `last` (a block the reader counted from its stamps: RFC 3339 stamps of one
+    `Shape`, which carry their zone and are read without the TimeContext): a later search for a time they hold is
+    answered from them (`_spanned`). A block kept already stays where it is: the oldest learnt is dropped first."""
     spans = facts.spans
-    end = start + len(data)
     k = _span_at(spans, start)
     if k >= 0:
         if spans[k + 1] == end:
             return
         del spans[k : k + 4]  # the file's bytes there are another block now
-    first, last = data[: data.find(b"\n")], data[last_at:-1]
-    if not (_context_free(first) and _context_free(last)):
+    try:
+        low, high = _microseconds(first), _microseconds(last)
+    except ValueError:
         return
-    low, high = line_time(first, ctx), line_time(last, ctx)
-    if low is None or high is None or high < low:
+    if high < low:
         return
-    spans.extend((start, end, (low - EPOCH) // _MICROSECOND, (high - EPOCH) // _MICROSECOND))
+    spans.extend((start, end, low, high))
     if len(spans) > 4 * CACHE_SPANS:
         del spans[:4]
+
+
+def _microseconds(stamp: bytes) -> int:
+    """An RFC 3339 stamp of a `Shape` (date, `T` or a blank, the time of day, up to 6 fraction digits after `.` or
+    `,`, `Z` or an offset) as microseconds since the epoch: the instant `parse.line_time` reads from it."""
+    return (datetime.fromisoformat(stamp.decode("ascii").replace("z", "Z")) - EPOCH) // _MICROSECOND
 
 
 def _span_at(spans: array[int], start: int) -> int:
