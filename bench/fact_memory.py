@@ -1,9 +1,10 @@
 """Benchmark: the memory the `files` kernel source's kept file facts may take (facts.py `FactCache`), by a walk of the
 objects one entry holds (`sys.getsizeof` of each object reached once, the shared time zone and TimeContext left out).
 
-Printed: a file's entry at its bounds (CACHE_SEARCHES searches, CACHE_POINTS lines, its first line's probe), a host
-folder's entry (a listing of two files), and what CACHE_ENTRIES of them take: every entry a file (the bound), and a
-folder with two files for each of a third of them (the largest scope, 16,384 hosts, with a rotated file each).
+Printed: a file's entry at its bounds (CACHE_SEARCHES searches, CACHE_POINTS lines, CACHE_SPANS blocks, its first
+line's probe), a host folder's entry (a listing of two files), and what CACHE_ENTRIES of them take: every entry a
+file (the bound), and a folder with two files for each of a third of them (the largest scope, 16,384 hosts, with a
+rotated file each).
 
 With `--tree DIR` (a kernel tree of bench/fleet.py's shape, such as bench/fleet_jobs.py's case c under
 `--tree`), the provider also reads `--requests` windows of its hosts, each its failure time 3.7 s after the one
@@ -26,6 +27,7 @@ from providers.telemetry.kernel.sources.facts import (  # noqa: E402
     CACHE_ENTRIES,
     CACHE_POINTS,
     CACHE_SEARCHES,
+    CACHE_SPANS,
     FileFacts,
 )
 
@@ -59,6 +61,10 @@ def file_entry(ctx: TimeContext) -> object:
         facts.searches[(first + timedelta(hours=12, seconds=3.7 * i), ctx)] = 5 * 10**8 + i * 16384
     for i in range(CACHE_POINTS):
         facts.points[5 * 10**8 + i * 4000] = first + timedelta(hours=12, seconds=i)
+    for i in range(CACHE_SPANS):  # blocks of 16 KiB, their first and last stamps' instants in microseconds
+        start = 5 * 10**8 + i * 16384
+        at = 1_789_000_000_000_000 + i * 10**8
+        facts.spans.extend((start, start + 16384, at, at + 99))
     return ("file", path), ((2049, 10**7, 10**9, 1_789_000_000_000_000_000), facts)
 
 
@@ -107,7 +113,8 @@ def main() -> None:
     shared = {id(ctx), id(UTC)}
     per_file = size(file_entry(ctx), set(shared)) + 100  # 100: the entry's slot in the cache's ordered dict
     per_folder = size(folder_entry(), set(shared)) + 100
-    print(f"a file's entry at its bounds ({CACHE_SEARCHES} searches, {CACHE_POINTS} lines): {per_file} bytes")
+    bounds = f"{CACHE_SEARCHES} searches, {CACHE_POINTS} lines, {CACHE_SPANS} blocks"
+    print(f"a file's entry at its bounds ({bounds}): {per_file} bytes")
     print(f"a host folder's entry (two files listed): {per_folder} bytes")
     print(f"{CACHE_ENTRIES} entries, every one a file: {CACHE_ENTRIES * per_file / 2**20:.0f} MiB")
     hosts = CACHE_ENTRIES // 3
