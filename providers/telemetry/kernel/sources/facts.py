@@ -110,7 +110,7 @@ class FileFacts:
         grown = FileFacts(lineage=self.lineage, size=size)
         grown.searches = dict(self.searches)  # each offset a line start before the former end
         grown.points = dict(self.points)  # each a line before the former end, with its time
-        spans = self.spans
+        spans = self.spans[:]  # a copy taken at once: another thread reading the file may learn a block meanwhile
         grown.spans = array("q")
         for k in range(0, len(spans), 4):
             if spans[k + 1] <= self.size:  # a block before the former end
