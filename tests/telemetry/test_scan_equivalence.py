@@ -1087,3 +1087,66 @@ def test_a_spans_times_are_the_instants_the_line_parser_reads(sep: bytes, fracti
         assert search._microseconds(stamp) == (read - EPOCH) // timedelta(microseconds=1)
     with pytest.raises(ValueError):
         search._microseconds(b"2026-02-30" + sep + b"23:59:58" + fraction + offset)
+
+
+def test_threads_learning_and_searching_one_files_spans_keep_them_whole(tmp_path: Path, monkeypatch) -> None:
+    """Threads of a worker learning blocks into one file's spans and searching them side by side: the spans stay
+    four numbers a block, each a block read, and every answer stays within its bound of the first line at or after
+    its target."""
+    import sys
+    import threading
+
+    from providers.telemetry.kernel.parse import DEFAULT_CONTEXT
+    from providers.telemetry.kernel.sources import facts as kept
+    from providers.telemetry.kernel.sources import search
+
+    path = tmp_path / "worker-01" / "kern.log"
+    _long_noise(path)
+    data = path.read_bytes()
+    blocks = []  # (start, end, first stamp, last stamp) of the blocks the reader met, 16 windows apart
+    for minutes in range(20, 84, 4):
+        facts, _ = _spans_of(path, [DETECTED - timedelta(minutes=minutes)])
+        for start, (end, _, _) in _spans(facts).items():
+            last = data.rfind(b"\n", start, end - 1) + 1
+            blocks.append((start, end, data[start : data.index(b" ", start)], data[last : data.index(b" ", last)]))
+    assert len(blocks) > 2 * kept.CACHE_SPANS
+    facts = kept.FileFacts()
+    failures: list[BaseException] = []
+    answered: list[int] = []  # the offsets the spans gave
+    real_spanned = search._spanned
+
+    def spanned(*args: object) -> int | None:
+        offset = real_spanned(*args)  # type: ignore[arg-type]
+        if offset is not None:
+            answered.append(offset)
+        return offset
+
+    monkeypatch.setattr(search, "_spanned", spanned)
+    targets = [DETECTED - timedelta(minutes=20, seconds=11 * i) for i in range(300)]
+    expected = _first_lines_at_or_after(data, targets)
+
+    def working(offset: int) -> None:
+        try:
+            with _searched(path) as plain:
+                for i, t in enumerate(targets[offset::4]):
+                    search.learn_span(facts, *blocks[(i * 7 + offset) % len(blocks)])
+                    found = search.search_offset(plain, len(data), t, deadline(), DEFAULT_CONTEXT, facts)
+                    assert found <= expected[t] <= found + search.SEARCH_BLOCK + READ_CHUNK
+                    facts.searches.clear()  # each target searched anew, from the spans where they hold it
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # the threads take turns as often as the interpreter lets them
+    try:
+        threads = [threading.Thread(target=working, args=(i,)) for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    finally:
+        sys.setswitchinterval(interval)
+    assert failures == [] and answered
+    learnt = {(start, end) for start, end, _, _ in blocks}
+    assert len(facts.spans) % 4 == 0 and 0 < len(facts.spans) <= 4 * kept.CACHE_SPANS
+    assert all((start, end) in learnt for start, (end, _, _) in _spans(facts).items())
