@@ -387,11 +387,16 @@ class StubLoki:
                             stub.late += 1
                             stub.late_s -= left
                     answered = True
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
+                    try:
+                        self.send_response(status)
+                        self.send_header("Content-Type", "application/json")
+                        self.send_header("Content-Length", str(len(body)))
+                        self.end_headers()
+                        self.wfile.write(body)
+                    except (BrokenPipeError, ConnectionResetError):
+                        # the client left before its answer (a provider gives a query up at its deadline): as a
+                        # real Loki, nothing to report
+                        self.close_connection = True
                 finally:
                     if not answered:
                         with stub.lock:
