@@ -14,7 +14,7 @@ import json
 import os
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -862,6 +862,23 @@ def _spans_of(path: Path, targets: list[datetime]) -> tuple[object, list[int]]:
     return facts, [search._spanned(facts, t - search.ORDER_SLACK) for t in targets]
 
 
+def _spans_answering(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The offsets a file's spans give searches from now on (`search._spanned`'s answers other than None)."""
+    from providers.telemetry.kernel.sources import search
+
+    answered: list[int] = []
+    real_spanned = search._spanned
+
+    def spanned(*args: object) -> int | None:
+        offset = real_spanned(*args)  # type: ignore[arg-type]
+        if offset is not None:
+            answered.append(offset)
+        return offset
+
+    monkeypatch.setattr(search, "_spanned", spanned)
+    return answered
+
+
 def _spans(facts: object) -> dict[int, tuple[int, datetime, datetime]]:
     """A file's spans (`FileFacts.spans`, four numbers a block) as block start -> (end, first time, last time)."""
     from providers.telemetry.kernel.parse import EPOCH
@@ -981,11 +998,26 @@ def test_a_time_read_with_the_requests_time_context_is_not_kept_as_a_line_found(
         assert 0 < offset and facts.points == {}
 
 
+def _side_by_side(work: Callable[[int], None], threads: int = 4) -> None:
+    """`work(i)` in `threads` threads at once, taking turns as often as the interpreter lets them."""
+    import sys
+    import threading
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        started = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+        for thread in started:
+            thread.start()
+        for thread in started:
+            thread.join(timeout=60)
+    finally:
+        sys.setswitchinterval(interval)
+
+
 def test_threads_searching_one_file_share_its_facts(tmp_path: Path) -> None:
     """Requests read side by side in a worker's threads search the same file with its one FileFacts: each answer
     stays within its bound of the first line at or after its target while the others add the lines they find."""
-    import sys
-    import threading
 
     from providers.telemetry.kernel.parse import DEFAULT_CONTEXT
     from providers.telemetry.kernel.sources import facts as kept
@@ -1009,16 +1041,7 @@ def test_threads_searching_one_file_share_its_facts(tmp_path: Path) -> None:
         except BaseException as exc:  # noqa: BLE001 - reported below
             failures.append(exc)
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # the threads take turns as often as the interpreter lets them
-    try:
-        threads = [threading.Thread(target=searching, args=(i,)) for i in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=60)
-    finally:
-        sys.setswitchinterval(interval)
+    _side_by_side(searching)
     assert failures == []
 
 
@@ -1041,18 +1064,8 @@ def test_windows_moving_later_request_after_request_read_as_line_by_line(
     """The next failures' windows, each a few minutes after the last, over hosts whose lines carry their own zone
     (what blocks kept as spans need), with the parser's whole mix of records, events at the edges, CRLF and invalid
     UTF-8: each read as the window read line by line, and some found from the blocks read before."""
-    from providers.telemetry.kernel.sources import search
 
-    answered: list[int] = []  # the offsets the blocks read before gave a search
-    real_spanned = search._spanned
-
-    def spanned(*args: object) -> int | None:
-        offset = real_spanned(*args)  # type: ignore[arg-type]
-        if offset is not None:
-            answered.append(offset)
-        return offset
-
-    monkeypatch.setattr(search, "_spanned", spanned)
+    answered = _spans_answering(monkeypatch)  # the offsets the blocks read before gave a search
     rng = random.Random(2000 + seed)
     for host in HOSTS[:3]:
         fmt = rng.choice(("rsyslog", "iso_ms_offset", "short_iso"))
@@ -1093,8 +1106,6 @@ def test_threads_learning_and_searching_one_files_spans_keep_them_whole(tmp_path
     """Threads of a worker learning blocks into one file's spans and searching them side by side: the spans stay
     four numbers a block, each a block read, and every answer stays within its bound of the first line at or after
     its target."""
-    import sys
-    import threading
 
     from providers.telemetry.kernel.parse import DEFAULT_CONTEXT
     from providers.telemetry.kernel.sources import facts as kept
@@ -1112,16 +1123,7 @@ def test_threads_learning_and_searching_one_files_spans_keep_them_whole(tmp_path
     assert len(blocks) > 2 * kept.CACHE_SPANS
     facts = kept.FileFacts()
     failures: list[BaseException] = []
-    answered: list[int] = []  # the offsets the spans gave
-    real_spanned = search._spanned
-
-    def spanned(*args: object) -> int | None:
-        offset = real_spanned(*args)  # type: ignore[arg-type]
-        if offset is not None:
-            answered.append(offset)
-        return offset
-
-    monkeypatch.setattr(search, "_spanned", spanned)
+    answered = _spans_answering(monkeypatch)
     targets = [DETECTED - timedelta(minutes=20, seconds=11 * i) for i in range(300)]
     expected = _first_lines_at_or_after(data, targets)
 
@@ -1136,16 +1138,7 @@ def test_threads_learning_and_searching_one_files_spans_keep_them_whole(tmp_path
         except BaseException as exc:  # noqa: BLE001 - reported below
             failures.append(exc)
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # the threads take turns as often as the interpreter lets them
-    try:
-        threads = [threading.Thread(target=working, args=(i,)) for i in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=60)
-    finally:
-        sys.setswitchinterval(interval)
+    _side_by_side(working)
     assert failures == [] and answered
     learnt = {(start, end) for start, end, _, _ in blocks}
     assert len(facts.spans) % 4 == 0 and 0 < len(facts.spans) <= 4 * kept.CACHE_SPANS
