@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import os
-import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -33,7 +31,7 @@ from providers.telemetry.joblog.loki import LokiJobLogSource
 from providers.telemetry.joblog.source import FileJobLogSource, JobLogs, job_log_result
 from providers.telemetry.kernel.collect import Collector
 from providers.telemetry.kernel.rules import attribute
-from providers.telemetry.kernel.sources.facts import CACHE_SETTLE_NS, Proof
+from providers.telemetry.kernel.sources.facts import Proof
 from providers.telemetry.kernel.sources.files import FileSource
 from providers.telemetry.kernel.sources.journal import JournalSource
 from providers.telemetry.kernel.sources.loki import LokiSource
@@ -88,35 +86,13 @@ def scope_parts(nodes: Sequence[str], size: int = PART_NODES) -> list[list[str]]
     return parts
 
 
-#: what `_combined` found for a log directory, with the directory's identity (device, inode, modification time)
-_COMBINED_SEEN: dict[str, tuple[tuple[int, int, int], bool]] = {}
-
-
 def _combined(source: FileSource) -> bool:
     """Whether the log directory holds a file of many hosts: each part of a scope would read it again, so such a
-    tree is read in one go. Kept while the directory's modification time (which an entry added, removed or renamed
-    changes) stays the same, once it is older than CACHE_SETTLE_NS and no entry is a symbolic link (whose target can
-    change while the directory does not)."""
-    root = str(source.root)
+    tree is read in one go (`FileSource.holds_combined`, worked out once for each listing its cache keeps)."""
     try:
-        st = os.stat(root)
-        identity = (st.st_dev, st.st_ino, st.st_mtime_ns)
-        seen = _COMBINED_SEEN.get(root)
-        if seen is not None and seen[0] == identity:
-            return seen[1]
-        links = False
-        with os.scandir(root) as entries:
-            found = False
-            for e in entries:
-                links = links or e.is_symlink()
-                if e.is_file() and source.read_name(e.name, top_level=True).host is None:
-                    found = True
-                    break
+        return source.holds_combined()
     except OSError:
         return True  # the scan itself will say what is wrong
-    if not links and st.st_mtime_ns < time.time_ns() - CACHE_SETTLE_NS:
-        _COMBINED_SEEN[root] = (identity, found)
-    return found
 
 
 # ---------------------------------------------------------------- provider

@@ -117,6 +117,8 @@ class FileSource:
         )
         #: the directory's listing as last planned and its entries' positions by lowered short name ("": combined)
         self._index: tuple[list[tuple[str, str, bool, bool]], dict[str, list[int]]] | None = None
+        #: the directory's listing as last asked about and whether it holds a combined file (`holds_combined`)
+        self._holds: tuple[list[tuple[str, str, bool, bool]], bool] | None = None
 
     # ------------------------------------------------------------ layout
 
@@ -157,6 +159,18 @@ class FileSource:
             (node, files if name else sorted(files, key=lambda f: f.order))
             for (name, node, _), files in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][2]))
         ]
+
+    def holds_combined(self) -> bool:
+        """Whether the log directory holds a combined file (one of many hosts): worked out once for each listing the
+        cache hands out (kept while the directory's inode and modification time stay, once settled, and never for a
+        directory holding a symbolic link: `FactCache.listing`). OSError when the directory cannot be listed."""
+        entries = self.cache.listing(str(self.root), strict=False)
+        known = self._holds
+        if known is None or known[0] is not entries:
+            found = any(is_file and self.read_name(name, top_level=True).host is None
+                        for name, _, _, is_file in entries)  # fmt: skip
+            known = self._holds = (entries, found)
+        return known[1]
 
     def _candidates(
         self, entries: list[tuple[str, str, bool, bool]], shorts: frozenset[str]
