@@ -221,3 +221,77 @@ def test_limits_and_names() -> None:
     assert parse_file_name("node.example.com.log.12") == ("node.example.com", 12, False)
     assert parse_file_name("worker-01.log-20260901") is None and parse_file_name(".log") is None
     assert parse_file_name("worker.txt") is None and parse_file_name("worker.log.²") is None
+
+
+def _planned(root: Path, nodes: list[str]) -> files.JobLogPlan:
+    return files.plan_job_logs(root, "job-1", 0, nodes, exact_resolver(nodes), deadline())
+
+
+def test_a_plan_read_in_parts_in_any_order_is_the_read_in_scope_order(tmp_path: Path) -> None:
+    nodes = [f"worker-{n:02d}" for n in range(12)]
+    write_tree(tmp_path, {
+        **{f"{node}.log": [f"[rank{n}]: line {i}" for i in range(n * 3)] for n, node in enumerate(nodes) if n != 4},
+        "worker-02.log.1": ["[rank2]: older"], "worker-03.log.1.gz": ["[rank3]: oldest"],
+    })  # fmt: skip
+    want, want_lines = _read(tmp_path, nodes)
+    plan = _planned(tmp_path, nodes)
+    assert plan.order == tuple(n for n in nodes if n != "worker-04")
+    got_lines: dict[str, list[str]] = {}
+
+    def sink_for(node: str) -> Callable[[list[bytes]], bool]:
+        def sink(pieces: list[bytes]) -> bool:
+            got_lines[node] = [line for data in pieces for line in text_lines(data)]
+            return True
+
+        return sink
+
+    reads: dict[str, files.NodeRead] = {}
+    late: list[str] = []
+    for part in (range(8, 11), range(0, 3), range(3, 8)):
+        files.read_planned(plan, part, sink_for, deadline(), reads, late)
+    assert plan.outcome(reads, late) == want
+    assert got_lines == want_lines
+
+
+def test_a_plan_sent_to_another_reader_comes_back_the_same(tmp_path: Path) -> None:
+    nodes = ["worker-01", "worker-02", "worker-03"]
+    write_tree(tmp_path, {"worker-01.log": ["a"], "worker-01.log.1": ["b"], "worker-01.log.2.gz": ["c"],
+                          "worker-03.log": ["d"]})  # fmt: skip
+    plan = _planned(tmp_path, nodes)
+    import json
+
+    value = json.loads(json.dumps(files.plan_to_wire(plan)))
+    back = files.plan_from_wire(tmp_path, value, nodes, plan.budget, plan.reserve)
+    assert (back.order, back.groups, back.shares, back.node_bytes, back.folder) == (
+        plan.order, plan.groups, plan.shares, plan.node_bytes, plan.folder
+    )
+
+
+@pytest.mark.parametrize("change", [
+    lambda v: v.update(folder="job-1"),
+    lambda v: v.update(folder="../0"),
+    lambda v: v.update(folder="job-1/x"),
+    lambda v: v.update(folder="job-1/0/deeper"),
+    lambda v: v.update(node_bytes=0),
+    lambda v: v.update(node_bytes=files.MAX_NODE_BYTES + 1),
+    lambda v: v.update(node_bytes="1"),
+    lambda v: v["nodes"][0].__setitem__(0, "worker-99"),  # not of the scope
+    lambda v: v["nodes"].append(list(v["nodes"][0])),  # a node twice
+    lambda v: v["nodes"][0].__setitem__(1, -1),
+    lambda v: v["nodes"][0].__setitem__(1, True),
+    lambda v: v["nodes"][0].__setitem__(2, []),
+    lambda v: v["nodes"][0].__setitem__(2, ["../../etc/passwd.log"]),
+    lambda v: v["nodes"][0].__setitem__(2, ["worker-01.txt"]),
+    lambda v: v["nodes"][0].__setitem__(2, "worker-01.log"),
+    lambda v: v["nodes"][0].pop(),
+    lambda v: v.pop("folder"),
+    lambda v: v.update(nodes={"worker-01": 1}),
+])  # fmt: skip
+def test_a_plan_that_is_not_what_plan_to_wire_gives_is_refused(tmp_path: Path, change) -> None:
+    nodes = ["worker-01", "worker-02"]
+    write_tree(tmp_path, {"worker-01.log": ["a"], "worker-02.log": ["b"]})
+    plan = _planned(tmp_path, nodes)
+    value = files.plan_to_wire(plan)
+    change(value)
+    with pytest.raises(ValueError):
+        files.plan_from_wire(tmp_path, value, nodes, plan.budget, plan.reserve)

@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, SourceFailure
 from providers.telemetry.joblog.nodes import NodeResolver, is_safe_component
@@ -122,6 +122,10 @@ class _Budget:
         self.left -= got
         return got
 
+    def give(self, unused: int) -> None:
+        """Give back bytes taken and not read."""
+        self.left += unused
+
 
 def read_job_logs(
     root: Path,
@@ -141,76 +145,195 @@ def read_job_logs(
     and `ProviderProcessingError` when a directory exists but cannot be listed; a file that cannot be read is
     skipped with a warning, never the whole answer.
     """
+    plan = plan_job_logs(root, workload_id, attempt_index, nodes, resolve, deadline, limits)
+    reads: dict[str, NodeRead] = {}
+    late: list[str] = []
+    read_planned(plan, range(len(plan.order)), sink_for, deadline, reads, late)
+    return plan.outcome(reads, late)
+
+
+class Bytes(Protocol):
+    """Bytes left for a request's reads: one process's (`_Budget`), or shared by two under a lock."""
+
+    @property
+    def left(self) -> int: ...
+
+    @property
+    def cut(self) -> bool: ...
+
+    def take(self, want: int) -> int: ...
+
+    def give(self, unused: int) -> None: ...
+
+
+@dataclass
+class JobLogPlan:
+    """What one read of an attempt's job logs will read: each node's files and byte share, and the request's bounds.
+
+    `order` holds the scope nodes with files in scope order; `read_planned` reads any part of it, so that two
+    readers can share one plan (each claiming nodes of `order`), and `outcome` says what all of them read.
+    """
+
+    found: bool
+    nodes: tuple[str, ...]
+    refused: tuple[str, ...]
+    notes: tuple[str, ...]
+    folder: str = ""
+    attempt_dir: Path | None = None
+    groups: dict[str, list[_LogFile]] = field(default_factory=dict)
+    order: tuple[str, ...] = ()
+    shares: dict[str, int] = field(default_factory=dict)
+    node_bytes: int = MAX_NODE_BYTES
+    #: the bytes the shares are taken from, and the bytes kept back for reading further back
+    budget: Bytes = field(default_factory=lambda: _Budget(0))
+    reserve: Bytes = field(default_factory=lambda: _Budget(0))
+
+    def outcome(self, reads: dict[str, NodeRead], late: Sequence[str]) -> JobLogRead:
+        """What was read (`reads`, in any order) and left out (`late`), with the sentences that say so."""
+        notes = list(self.notes)
+        if not self.found:
+            return JobLogRead(found=False, refused=self.refused, notes=tuple(notes))
+        place = {node: index for index, node in enumerate(self.order)}
+        late = sorted(late, key=place.__getitem__)
+        reads = {node: reads[node] for node in self.order if node in reads}
+        if late:
+            notes.append(
+                f"the deadline came before the job logs of {len(late)} of {len(self.groups)} node(s) with files "
+                f"were read: {_names(late)}"
+            )
+        cut_nodes = sum(1 for r in reads.values() if r.cut)
+        if cut_nodes:
+            notes.append(f"older output of {cut_nodes} node(s) lies beyond the read bound and was not read")
+        undecided = [r.node for r in reads.values() if r.undecided]
+        if undecided:
+            notes.append(
+                f"within the read bound of the job logs of {len(undecided)} node(s), some rank that wrote there has "
+                f"no watchdog, progress or error line, and older output was not read: {_names(undecided)}"
+            )
+        skipped = sum(len(r.skipped) for r in reads.values())
+        if skipped:
+            notes.append(f"{skipped} job-log file(s) could not be read and were skipped")
+        return JobLogRead(
+            found=True,
+            nodes=reads,
+            without_files=tuple(n for n in self.nodes if n not in self.groups and n not in self.refused),
+            refused=self.refused,
+            bytes_read=sum(r.bytes_read for r in reads.values()),
+            request_cut=self.budget.cut,
+            late=tuple(late),
+            notes=tuple(notes),
+        )
+
+
+def plan_job_logs(
+    root: Path,
+    workload_id: str,
+    attempt_index: int,
+    nodes: Sequence[str],
+    resolve: NodeResolver,
+    deadline: Deadline,
+    limits: ReadLimits | None = None,
+) -> JobLogPlan:
+    """List the attempt's folder and share the request's bytes among the scope nodes with files (`read_job_logs`
+    says what it raises); the tails of the nodes' current files are asked to be read ahead."""
     limits = limits or ReadLimits()
+    nodes = tuple(nodes)
     refused = tuple(n for n in nodes if not is_safe_component(n))
     notes: list[str] = []
     if refused:
         notes.append(f"{len(refused)} scope node name(s) cannot name a job-log file and were not looked for")
     if not is_safe_component(workload_id):
         notes.append("the workload id cannot name a job-log folder: no job logs were looked for")
-        return JobLogRead(found=False, refused=refused, notes=tuple(notes))
+        return JobLogPlan(False, nodes, refused, tuple(notes))
     attempt_dir = root / workload_id / str(attempt_index)
-    groups = _plan(root, attempt_dir, resolve, set(nodes) - set(refused), deadline)
+    folder = _rel(root, attempt_dir)
+    groups = _plan(attempt_dir, folder, resolve, set(nodes) - set(refused), deadline)
     if groups is None:
         notes.append("no job-log folder for this workload attempt")
-        return JobLogRead(found=False, refused=refused, notes=tuple(notes))
+        return JobLogPlan(False, nodes, refused, tuple(notes))
     shared = shared_bytes(len(groups), limits)
-    reserve = _Budget(limits.request_bytes - shared)
-    shares = _shares({node: files for node, files in groups.items()}, limits, shared)
+    shares = _shares(groups, limits, shared)
     _read_ahead(nodes, groups, shares, deadline)
-    budget = _Budget(shared)
-    reads: dict[str, NodeRead] = {}
-    late: list[str] = []
-    for node in nodes:
-        files = groups.get(node)
-        if not files:
-            continue
-        if late or deadline.expired:
-            late.append(node)  # the deadline came first: what was read so far stands
+    return JobLogPlan(
+        True, nodes, refused, tuple(notes), folder, attempt_dir, groups, tuple(n for n in nodes if groups.get(n)),
+        shares, limits.node_bytes, _Budget(shared), _Budget(limits.request_bytes - shared),
+    )  # fmt: skip
+
+
+def plan_to_wire(plan: JobLogPlan) -> dict[str, Any]:
+    """What another reader needs of a found plan, as JSON values: the attempt's folder, the nodes with files in
+    order, each node's file names (newest first) and byte share, and the node bound."""
+    return {
+        "folder": plan.folder,
+        "nodes": [[node, plan.shares[node], [f.path.name for f in plan.groups[node]]] for node in plan.order],
+        "node_bytes": plan.node_bytes,
+    }
+
+
+def plan_from_wire(root: Path, value: Any, scope: Sequence[str], budget: Bytes, reserve: Bytes) -> JobLogPlan:
+    """The plan `plan_to_wire` gave, its bytes taken from `budget` and `reserve`; ValueError for anything else (a
+    folder or file name that is not the job-log layout's, a node not of `scope`, a share out of bounds)."""
+    try:
+        folder, entries, node_bytes = value["folder"], value["nodes"], value["node_bytes"]
+        parts = folder.split("/")
+        if len(parts) != 2 or not all(is_safe_component(p) for p in parts) or not parts[1].isdigit():
+            raise ValueError("not an attempt's folder")
+        if type(node_bytes) is not int or not 1 <= node_bytes <= MAX_NODE_BYTES:
+            raise ValueError("a node bound out of bounds")
+        wanted = set(scope)
+        attempt_dir = root / folder
+        groups: dict[str, list[_LogFile]] = {}
+        shares: dict[str, int] = {}
+        for node, share, names in entries:
+            if node not in wanted or node in groups or type(share) is not int or not 0 <= share <= node_bytes:
+                raise ValueError("a node or share the plan cannot hold")
+            files = []
+            for name in names:
+                parsed = parse_file_name(name) if type(name) is str and is_safe_component(name) else None
+                if parsed is None:
+                    raise ValueError("not a job-log file name")
+                files.append(_LogFile(attempt_dir / name, f"{folder}/{name}", parsed[2], (parsed[1], name)))
+            if not files:
+                raise ValueError("a node without files")
+            groups[node], shares[node] = files, share
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not a job-log plan: {exc!r}") from exc
+    order = tuple(groups)
+    scope = tuple(scope)
+    return JobLogPlan(
+        True, scope, (), (), folder, attempt_dir, groups, order, shares, node_bytes, budget, reserve
+    )  # fmt: skip
+
+
+def read_planned(
+    plan: JobLogPlan, part: range, sink_for: Callable[[str], TailSink], deadline: Deadline,
+    reads: dict[str, NodeRead], late: list[str],
+) -> None:
+    """Read the nodes `plan.order[part]` into `reads`; those the deadline came before (or in the middle of) go to
+    `late`: what was read so far stands."""
+    for index in part:
+        node = plan.order[index]
+        if deadline.expired:
+            late.append(node)
             continue
         try:
-            reads[node] = _read_node(node, files, shares[node], budget, reserve, limits.node_bytes, sink_for, deadline)
+            reads[node] = _read_node(
+                node, plan.groups[node], plan.shares[node], plan.budget, plan.reserve, plan.node_bytes, sink_for,
+                deadline,
+            )
         except ProviderTimeoutError:
             late.append(node)  # cut in the middle: none of this node's lines are used
-    if late:
-        notes.append(
-            f"the deadline came before the job logs of {len(late)} of {len(groups)} node(s) with files were read: "
-            f"{_names(late)}"
-        )
-    without = tuple(n for n in nodes if n not in groups and n not in refused)
-    cut_nodes = sum(1 for r in reads.values() if r.cut)
-    if cut_nodes:
-        notes.append(f"older output of {cut_nodes} node(s) lies beyond the read bound and was not read")
-    undecided = [r.node for r in reads.values() if r.undecided]
-    if undecided:
-        notes.append(
-            f"within the read bound of the job logs of {len(undecided)} node(s), some rank that wrote there has no "
-            f"watchdog, progress or error line, and older output was not read: {_names(undecided)}"
-        )
-    skipped = sum(len(r.skipped) for r in reads.values())
-    if skipped:
-        notes.append(f"{skipped} job-log file(s) could not be read and were skipped")
-    return JobLogRead(
-        found=True,
-        nodes=reads,
-        without_files=without,
-        refused=refused,
-        bytes_read=sum(r.bytes_read for r in reads.values()),
-        request_cut=budget.cut,
-        late=tuple(late),
-        notes=tuple(notes),
-    )
 
 
 # ---------------------------------------------------------------- layout
 
 
 def _plan(
-    root: Path, attempt_dir: Path, resolve: NodeResolver, wanted: set[str], deadline: Deadline
+    attempt_dir: Path, folder: str, resolve: NodeResolver, wanted: set[str], deadline: Deadline
 ) -> dict[str, list[_LogFile]] | None:
-    """The files of each scope node, newest first; None when the attempt has no folder."""
+    """The files of each scope node, newest first; None when the attempt has no folder. `folder` is the attempt's
+    path relative to the job-log directory: each file's name is shown behind it."""
     groups: dict[str, list[_LogFile]] = {}
-    folder = _rel(root, attempt_dir)  # each file's name is shown behind it (one relative path, not one a file)
     try:
         iterator = os.scandir(attempt_dir)
     except FileNotFoundError:
@@ -340,7 +463,7 @@ def _check(deadline: Deadline) -> None:
 
 
 def _read_node(
-    node: str, files: list[_LogFile], share: int, budget: _Budget, reserve: _Budget, ceiling: int,
+    node: str, files: list[_LogFile], share: int, budget: Bytes, reserve: Bytes, ceiling: int,
     sink_for: Callable[[str], TailSink], deadline: Deadline,
 ) -> NodeRead:
     """Read the newest `share` bytes of a node's files and hand them over, oldest first.
@@ -386,7 +509,7 @@ class _Tail:
     cut: bool = False
 
 
-def _tail(files: list[_LogFile], share: int, budget: _Budget, deadline: Deadline) -> _Tail:
+def _tail(files: list[_LogFile], share: int, budget: Bytes, deadline: Deadline) -> _Tail:
     """The newest `share` bytes of a node's files (newest file first), within `budget`."""
     tail = _Tail()
     need = share
@@ -433,7 +556,7 @@ def _holds_bytes(files: list[_LogFile]) -> bool:
     return False
 
 
-def _plain_tail(path: Path, need: int, budget: _Budget) -> tuple[bytes, bool, int]:
+def _plain_tail(path: Path, need: int, budget: Bytes) -> tuple[bytes, bool, int]:
     """(the last `need` bytes at most, whether they start inside the file, bytes read)."""
     with path.open("rb") as f:
         size = os.fstat(f.fileno()).st_size
@@ -459,7 +582,7 @@ def _read_exact(f: BinaryIO, want: int) -> bytes:
 class _CountingReader:
     """A read-only wrapper that counts the compressed bytes gzip pulls and stops at the request's bound."""
 
-    def __init__(self, raw: BinaryIO, budget: _Budget) -> None:
+    def __init__(self, raw: BinaryIO, budget: Bytes) -> None:
         self._raw = raw
         self._budget = budget
         self.count = 0
@@ -468,12 +591,12 @@ class _CountingReader:
         size = READ_CHUNK if size is None or size < 0 else size
         allowed = self._budget.take(size) if size else 0
         data = self._raw.read(allowed) if allowed else b""
-        self._budget.left += allowed - len(data)  # give back what the file did not have
+        self._budget.give(allowed - len(data))  # what the file did not have
         self.count += len(data)
         return data
 
 
-def _gz_tail(path: Path, need: int, budget: _Budget, deadline: Deadline) -> tuple[bytes, bool, int, bool]:
+def _gz_tail(path: Path, need: int, budget: Bytes, deadline: Deadline) -> tuple[bytes, bool, int, bool]:
     """(the last `need` inflated bytes, whether they start inside the file, compressed bytes read, reached end)."""
     tail = bytearray()
     with path.open("rb") as raw:
