@@ -26,8 +26,10 @@ from providers.telemetry.dcgm import results as epilog
 from providers.telemetry.dcgm.rules import attribute_epilog
 from providers.telemetry.flight_recorder import FlightRecorderResult, attempt_folder, conclude, read_dumps
 from providers.telemetry.identity import NodeNames, scope_names
+from providers.telemetry.job_log_share import serve_share
 from providers.telemetry.joblog.history import with_history
 from providers.telemetry.joblog.loki import LokiJobLogSource
+from providers.telemetry.joblog.scan import Partner
 from providers.telemetry.joblog.source import FileJobLogSource, JobLogs, job_log_result
 from providers.telemetry.kernel.collect import Collector
 from providers.telemetry.kernel.rules import attribute
@@ -128,11 +130,19 @@ class TelemetryProvider(Provider):
         ATTRIBUTION_KERNEL_LOG_SCAN_PROCESS is 1 and the kernel logs are local files (or journal files) read beside
         job-log files, or kernel-log files read alone (a large scope is then split between the two)."""
         s = self.settings
-        beside = self.keeps_deadline and isinstance(s.job_logs, FileJobLogSource)
-        alone = isinstance(s.source, FileSource) and s.job_logs is None
+        jobs = s.job_logs
+        beside = self.keeps_deadline and isinstance(jobs, FileJobLogSource)
+        alone = isinstance(s.source, FileSource) and jobs is None
         if s.scan_process and (beside or alone) and not self._scans.pid:
+            share = None
+            if isinstance(jobs, FileJobLogSource):  # the process reads a share of the job logs after its scan
+
+                def share(nodes, plan, state, deadline, send):  # type: ignore[no-untyped-def]
+                    serve_share(jobs, nodes, plan, state, deadline, send)
+
             self._scans.start(
-                lambda names, window, deadline, proof: self.collect(names, window, deadline, None, proof), descriptors
+                lambda names, window, deadline, proof: self.collect(names, window, deadline, None, proof), descriptors,
+                share,
             )
 
     def close(self) -> None:
@@ -187,12 +197,15 @@ class TelemetryProvider(Provider):
         if isinstance(self.settings.source, LokiSource) and isinstance(self.settings.job_logs, LokiJobLogSource):
             collector, job_logs = self._both_from_loki(request, names, window, work, trace)
         elif self.settings.job_logs is not None:  # (no answer is kept beside job logs: no proof)
-            # the kernel logs scanned by the worker's scan process, when it has one and it is free, meanwhile
-            with self._scans.asked(names, window, work) as pending:
+            # the kernel logs scanned by the worker's scan process, when it has one and it is free, meanwhile; the
+            # process then reads a share of the job-log files (job_log_share.py)
+            files = isinstance(self.settings.job_logs, FileJobLogSource)
+            with self._scans.asked(names, window, work, job_logs=files) as pending:
                 scanned = None
                 if pending is None:
                     scanned = self.collect(names, window, work, trace)
-                job_logs = self._job_logs(request, nodes, window, work, trace)
+                partner = None if pending is None else pending.partner()
+                job_logs = self._job_logs(request, nodes, window, work, trace, partner=partner)
                 if pending is not None:
                     scanned = pending.collector(self.settings.time_zone)
             collector = scanned if scanned is not None else self.collect(names, window, work, trace)
@@ -301,11 +314,13 @@ class TelemetryProvider(Provider):
 
     def _job_logs(
         self, request: AttributionRequest, nodes: Sequence[str], window: Window, deadline: Deadline,
-        trace: TraceContext | None, slots: Slots | None = None,
+        trace: TraceContext | None, slots: Slots | None = None, partner: Partner | None = None,
     ) -> JobLogs:
         source = self.settings.job_logs
         assert source is not None
         try:
+            if partner is not None:
+                return source.read(request, nodes, window, deadline, trace, partner=partner)  # type: ignore[call-arg]
             if slots is not None:
                 return source.read(request, nodes, window, deadline, trace, slots)  # type: ignore[call-arg]
             return source.read(request, nodes, window, deadline, trace)

@@ -18,6 +18,8 @@ collector, so that the answer can be kept over both halves' files.
   once the process is gone, scans the kernel logs in the worker, as without it.
 - A scan that fails otherwise than by the deadline is made again in the worker, so that the request meets the same
   failure the same way as without a scan process.
+- With job-log files beside the kernel logs, the process then reads a share of the job logs too: the worker hands
+  it the read's plan, and each claims nodes from one end of it (job_log_share.py). Its answer comes after that.
 - The process ends when its worker closes its end of the pipe (the provider's close, at the worker's exit) or dies;
   one that has not answered by the deadline and ANSWER_GRACE_S more is killed, and the worker scans with what is
   left of the deadline (nothing: its answer names the nodes unread or is the kernel logs' timeout).
@@ -41,6 +43,8 @@ from typing import Any
 from providers.base import Deadline, ProviderTimeoutError
 from providers.telemetry.collection import collector_paused
 from providers.telemetry.identity import NodeNames
+from providers.telemetry.job_log_share import SharedState, WorkerShare, job_pipe, plan_message
+from providers.telemetry.joblog.files import JobLogPlan
 from providers.telemetry.kernel.collect import Collector
 from providers.telemetry.kernel.sources.facts import Proof
 from providers.telemetry.window import Window
@@ -64,6 +68,9 @@ _DEFAULT_SIGNALS = tuple(
 #: the scan a process makes: the collector of the nodes in the window by the deadline (ProviderTimeoutError when
 #: nothing was read in time); with a Proof, what it listed and read is recorded in it (kernel/sources/facts.py)
 Scan = Callable[[NodeNames, Window, Deadline, Proof | None], Collector]
+#: the process's share of a request's job logs: (the scope's nodes, the plan message, the shared state, the deadline,
+#: where each part is sent): job_log_share.serve_share with the provider's job-log source
+ShareJobLogs = Callable[[Sequence[str], Any, SharedState, Deadline, Callable[[bytes], None]], None]
 
 
 class ScanProcess:
@@ -75,68 +82,97 @@ class ScanProcess:
         self._conn: Connection | None = None
         self._busy = threading.Lock()
         self._asked = 0
+        self._state: SharedState | None = None  # the job-log share's claims and bounds, when the process reads some
+        self._jobs: Connection | None = None  # where the process's job-log parts come from
 
     @property
     def pid(self) -> int:
         """The scan process's pid while it serves this process, else 0."""
         return self._pid if self._conn is not None and self._owner == os.getpid() else 0
 
-    def start(self, scan: Scan, descriptors: Sequence[int] = ()) -> None:
+    def start(self, scan: Scan, descriptors: Sequence[int] = (), share: ShareJobLogs | None = None) -> None:
         """Fork the scan process. Call it where this process has one thread (a forked child holds only the thread
-        that forked it); `descriptors` are closed in the child. A failed fork is logged: requests scan here."""
+        that forked it); `descriptors` are closed in the child; with `share`, the process reads a share of the job
+        logs of requests asked with `job_logs`. A failed fork is logged: requests scan here."""
         ours, theirs = Pipe()
+        state = SharedState() if share is not None else None
+        jobs, jobs_out = job_pipe() if share is not None else (None, None)
         try:
             pid = os.fork()
         except OSError as exc:
-            ours.close()
-            theirs.close()
+            for conn in (ours, theirs, jobs, jobs_out):
+                if conn is not None:
+                    conn.close()
             log.warning("no kernel-log scan process (fork failed: %s): the worker scans the kernel logs", exc)
             return
         if pid == 0:  # the scan process: it never returns from here
             code = 1
             try:
                 ours.close()
-                _serve(theirs, scan, descriptors)
+                if jobs is not None:
+                    jobs.close()
+                sharing = None if share is None else (share, state, jobs_out)
+                _serve(theirs, scan, descriptors, sharing)  # type: ignore[arg-type]
                 code = 0
             except BaseException:  # noqa: BLE001 - said, then the process ends; the worker scans from now on
                 log.exception("the kernel-log scan process stopped")
             finally:
                 os._exit(code)
         theirs.close()
+        if jobs_out is not None:
+            jobs_out.close()
         self._pid, self._owner, self._conn = pid, os.getpid(), ours
+        self._state, self._jobs = state, jobs
         log.info("kernel-log scan process %d started beside worker %d", pid, self._owner)
 
     @contextmanager
     def asked(
-        self, nodes: NodeNames, window: Window, deadline: Deadline, proof: bool = False
+        self, nodes: NodeNames, window: Window, deadline: Deadline, proof: bool = False, job_logs: bool = False
     ) -> Iterator[Pending | None]:
-        """Hand the scan of `nodes` to the process (`proof`: it records what it listed and read, for a kept answer);
-        yields what its answer is taken from, or None when there is no process or it serves another request (the
-        caller then scans itself)."""
+        """Hand the scan of `nodes` to the process (`proof`: it records what it listed and read, for a kept answer;
+        `job_logs`: it then reads a share of the request's job logs, `Pending.partner`); yields what its answer is
+        taken from, or None when there is no process or it serves another request (the caller then scans itself)."""
         if not self.pid or not self._busy.acquire(blocking=False):
             yield None
             return
+        pending = None
         try:
-            pending = self._send(nodes, window, deadline, proof)
+            pending = self._send(nodes, window, deadline, proof, job_logs and self._state is not None)
             yield pending
         finally:
+            if pending is not None:
+                pending.no_plan()  # the process waits for a plan: it hears there is none, if none was sent
             self._busy.release()
 
-    def _send(self, nodes: NodeNames, window: Window, deadline: Deadline, proof: bool) -> Pending | None:
+    def _send(
+        self, nodes: NodeNames, window: Window, deadline: Deadline, proof: bool, job_logs: bool
+    ) -> Pending | None:
         conn = self._conn
         if conn is None:  # lost since `asked` looked
             return None
         self._asked += 1
         ask = {
             "id": self._asked, "nodes": list(nodes.nodes), "start": window.start.isoformat(),
-            "end": window.end.isoformat(), "expires_at": deadline.expires_at, "proof": proof,
+            "end": window.end.isoformat(), "expires_at": deadline.expires_at, "proof": proof, "job_logs": job_logs,
         }  # fmt: skip
         try:
             conn.send_bytes(json.dumps(ask).encode())
         except OSError as exc:
             self._lost(f"the pipe cannot be written: {exc}")
             return None
-        return Pending(self, self._asked, nodes, window, deadline)
+        return Pending(self, self._asked, nodes, window, deadline, job_logs)
+
+    def _tell(self, message: dict[str, Any]) -> bool:
+        """Send the process a message of the request it serves; False when it is lost."""
+        conn = self._conn
+        if conn is None:
+            return False
+        try:
+            conn.send_bytes(json.dumps(message).encode())
+            return True
+        except OSError as exc:
+            self._lost(f"the pipe cannot be written: {exc}")
+            return False
 
     def _answer(self, pending: Pending) -> dict[str, Any] | None:
         """The process's answer to `pending` (answers to asks given up earlier are skipped), or None when it is lost
@@ -167,10 +203,12 @@ class ScanProcess:
             self._stop(wait_s=CLOSE_WAIT_S)
 
     def _stop(self, wait_s: float) -> None:
-        conn, pid = self._conn, self._pid
-        self._conn = None
+        conn, pid, jobs = self._conn, self._pid, self._jobs
+        self._conn = self._jobs = None
         if conn is not None:
             conn.close()
+        if jobs is not None:
+            jobs.close()
         if not pid or self._owner != os.getpid():
             return
         until = time.monotonic() + wait_s
@@ -192,15 +230,43 @@ class ScanProcess:
 
 
 class Pending:
-    """A scan handed to the process: `collector` waits for it."""
+    """A scan handed to the process: `collector` waits for it; with job logs, `partner` shares their read."""
 
-    def __init__(self, process: ScanProcess, ask: int, nodes: NodeNames, window: Window, deadline: Deadline) -> None:
+    def __init__(
+        self, process: ScanProcess, ask: int, nodes: NodeNames, window: Window, deadline: Deadline,
+        job_logs: bool = False,
+    ) -> None:
         self.process, self.id, self.nodes, self.window, self.deadline = process, ask, nodes, window, deadline
+        self._planned = not job_logs  # the process waits for one plan (or word that there is none) after the scan
+
+    def partner(self) -> Pending | None:
+        """What shares the request's job-log read with the process (`joblog.scan.Partner`), when it was asked to."""
+        return None if self._planned else self
+
+    def begin(self, plan: JobLogPlan) -> WorkerShare | None:
+        """Hand `plan` to the process: its byte bounds become shared, and both claim its nodes from then on; None
+        when the process is lost (the plan is then read here alone)."""
+        process, state = self.process, self.process._state
+        if self._planned or state is None or process._jobs is None:
+            return None
+        self._planned = True
+        gen = state.begin(plan)
+        plan.budget, plan.reserve = state.bytes()
+        if not process._tell({"id": self.id, **plan_message(gen, plan)}):
+            return None
+        return WorkerShare(state, gen, plan, process._jobs, process._lost, ANSWER_GRACE_S)
+
+    def no_plan(self) -> None:
+        """Tell the process this request shares no job-log read with it (once; nothing when a plan was sent)."""
+        if not self._planned:
+            self._planned = True
+            self.process._tell({"id": self.id, "plan": None})
 
     def collector(self, zone: object, proof: Proof | None = None) -> Collector | None:
         """The scan's collector; None when the process failed, is lost or did not answer in time (the caller then
         scans itself); ProviderTimeoutError when the scan read nothing by the deadline, as a scan here would. With
         `proof` (asked with `proof=True`), what the process listed and read is added to it."""
+        self.no_plan()  # the process answers once it has the plan, or word that there is none
         answer = self.process._answer(self)
         if answer is None:
             return None
@@ -273,8 +339,12 @@ def _replay(records: list[list[Any]]) -> None:
             logger.handle(record)
 
 
-def _serve(conn: Connection, scan: Scan, descriptors: Sequence[int]) -> None:
-    """The scan process's loop: an ask, the scan, the answer, until the worker's end of the pipe closes."""
+def _serve(
+    conn: Connection, scan: Scan, descriptors: Sequence[int],
+    sharing: tuple[ShareJobLogs, SharedState, Connection] | None = None,
+) -> None:
+    """The scan process's loop: an ask, the scan (and its share of the job logs), the answer, until the worker's end
+    of the pipe closes."""
     for number in _DEFAULT_SIGNALS:
         signal.signal(number, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -290,6 +360,8 @@ def _serve(conn: Connection, scan: Scan, descriptors: Sequence[int]) -> None:
             ask = json.loads(conn.recv_bytes())
         except (EOFError, OSError):
             return  # the worker closed the pipe or is gone
+        if "plan" in ask:
+            continue  # a plan that came after this process stopped waiting for it
         answer: dict[str, Any] = {"id": ask["id"]}
         window = Window(datetime.fromisoformat(ask["start"]), datetime.fromisoformat(ask["end"]))
         proof = Proof() if ask.get("proof") else None
@@ -304,11 +376,38 @@ def _serve(conn: Connection, scan: Scan, descriptors: Sequence[int]) -> None:
                 answer["timeout"] = str(exc)
             except Exception as exc:  # noqa: BLE001 - the worker scans again and meets it itself
                 answer["failed"] = f"{type(exc).__name__}: {exc}"
+            if sharing is not None and ask.get("job_logs"):
+                if not _share(conn, ask, *sharing):
+                    return
         answer["logs"] = kept.sent()
         try:
             conn.send_bytes(json.dumps(answer).encode())
         except OSError:
             return
+
+
+def _share(
+    conn: Connection, ask: dict[str, Any], share: ShareJobLogs, state: SharedState, out: Connection
+) -> bool:
+    """The process's share of the ask's job logs: wait for the worker's plan (or word that there is none), then read
+    parts of it (`share`). False when the worker is gone."""
+    deadline = Deadline(ask["expires_at"])
+    try:
+        while True:
+            if not conn.poll(max(deadline.remaining(), 0.0) + ANSWER_GRACE_S):
+                return True  # no plan came: the worker read the job logs alone
+            message = json.loads(conn.recv_bytes())
+            if "plan" in message and message.get("id") == ask["id"]:
+                break
+        if message["plan"] is None:
+            return True
+        with collector_paused():
+            share(ask["nodes"], message, state, deadline, out.send_bytes)
+    except (EOFError, OSError):
+        return False
+    except Exception:  # noqa: BLE001 - said; the worker reads every part the process did not hand over
+        log.exception("the scan process could not take its share of the job logs")
+    return True
 
 
 __all__ = ["ANSWER_GRACE_S", "Pending", "ScanProcess"]

@@ -69,8 +69,8 @@ LOKI_HOST_LABEL = Setting("ATTRIBUTION_LOKI_HOST_LABEL", "the stream label holdi
 SCAN_PROCESS = Setting(
     "ATTRIBUTION_KERNEL_LOG_SCAN_PROCESS",
     "`1`: each worker forks a process that scans kernel logs beside it: the kernel-log files (or journal files) "
-    "while the worker reads the job-log files of the same request, or, kernel-log files read alone, half of a scope "
-    "of 32 nodes or more; `0`: the worker scans them all itself",
+    "while the worker reads the job-log files of the same request (then a share of those files), or, kernel-log "
+    "files read alone, half of a scope of 32 nodes or more; `0`: the worker scans them all itself",
     1, 0, 1,
 )
 LOKI_LIMIT = Setting(

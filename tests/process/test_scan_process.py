@@ -265,3 +265,40 @@ def test_kernel_logs_alone_a_small_scope_is_scanned_by_the_worker(gunicorn, tmp_
     body = fast_body(names, DETECTED.strftime("%Y-%m-%dT%H:%M:%SZ"))
     assert _post(server, body) == _expected(body, **settings, ATTRIBUTION_JOB_LOG_DIR="", ATTRIBUTION_EPILOG_DIR="")
     assert _cpu_ns(helper) == before
+
+
+def test_job_logs_read_by_the_worker_and_its_scan_process_together_are_answered_as_by_one_reader(gunicorn, tmp_path):
+    """Kernel logs and job logs of 96 nodes: the scan process scans the kernel logs, then reads job logs from the
+    scope's end while the worker reads from its start; the answer is the test client's (one reader), and what the
+    reading logs (a corrupt rotated file near the scope's end) is written by the worker with each request's id."""
+    from bench.joblog_scan import _failure, _training_block
+    from tests.joblog.support import write_tree
+
+    names = _kernel_tree(tmp_path / "kernel", 96)
+    logs: dict[str, str | bytes] = {}
+    for n, name in enumerate(names):
+        logs[f"{name}.log"] = "".join(_training_block(n, step) for step in range(40)) + _failure(n)
+    folder = write_tree(tmp_path / "jobs", logs, "12345", 0)
+    (folder / f"{names[-2]}.log.1.gz").write_bytes(b"not gzip")
+    settings = {
+        "ATTRIBUTION_PROVIDER": "telemetry", "ATTRIBUTION_KERNEL_LOG_SOURCE": "files",
+        "ATTRIBUTION_KERNEL_LOG_DIR": str(tmp_path / "kernel"), "ATTRIBUTION_JOB_LOG_DIR": str(tmp_path / "jobs"),
+    }  # fmt: skip
+    server = gunicorn({**settings, "ATTRIBUTION_WORKERS": "1"})
+    ((_, helper),) = _scan_processes(server).items()
+    body = fast_body(names, DETECTED.strftime("%Y-%m-%dT%H:%M:%SZ"), range(96 * 8))
+    expected = _expected(body, **settings, ATTRIBUTION_EPILOG_DIR="")
+    assert [(f["target"]["name"], f["error_category"]) for f in expected["attributions"]][:1] == [
+        ("gpu-072", "gpu_off_bus")
+    ]
+    ids = []
+    for _ in range(2):
+        response = requests.post(f"{server.base_url}{URL}", json=body, timeout=15)
+        assert response.status_code == 200
+        assert _without_ids(response.json()) == expected
+        ids.append(response.headers["X-Request-ID"])
+    assert running(helper)
+    server.stop()
+    skipped = [e for e in json_lines(server.output()) if e["message"].startswith("skipped job-log file")]
+    assert [e["request_id"] for e in skipped] == ids
+    assert all(e["message"] == f"skipped job-log file 12345/0/{names[-2]}.log.1.gz: BadGzipFile" for e in skipped)

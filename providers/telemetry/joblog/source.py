@@ -25,6 +25,7 @@ from providers.telemetry.joblog import (
     scan_job_logs,
 )
 from providers.telemetry.joblog.nodes import NodeResolver
+from providers.telemetry.joblog.scan import Partner
 from providers.telemetry.joblog.work import History
 from providers.telemetry.window import Window
 
@@ -67,11 +68,12 @@ class FileJobLogSource:
 
     def read(
         self, request: AttributionRequest, nodes: Sequence[str], window: Window, deadline: Deadline,
-        trace: TraceContext | None,
+        trace: TraceContext | None, partner: Partner | None = None,
     ) -> JobLogs:
+        """`partner`: another reader free to share the read (the worker's scan process), or None."""
         scan = scan_job_logs(
             self.root, request.workload_id, request.workload_context.attempt_index, nodes, deadline,
-            limits=self.limits, resolver_factory=resolver,
+            limits=self.limits, resolver_factory=resolver, partner=partner,
         )
         undecided = tuple(n for n, r in scan.read.nodes.items() if r.undecided)
         return JobLogs(scan.logs, scan.read.notes, scan.read.late, undecided)
