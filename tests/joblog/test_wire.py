@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -145,15 +146,17 @@ def test_each_value_of_a_coded_log_replaced_by_another_type_is_refused() -> None
 
 
 def test_a_field_too_many_or_too_few_is_refused() -> None:
-    coded = wire.node_log_to_wire(_rich())
-    with pytest.raises(ValueError):
-        wire.node_log_from_wire([*coded, []])
-    with pytest.raises(ValueError):
-        wire.node_log_from_wire(coded[:-1])
-    timeouts = coded[3]
+    lines, fields = wire.node_log_to_wire(_rich())
+    for bad in ([lines, fields, []], [lines], [lines, [*fields, []]], [lines, fields[:-1]]):
+        with pytest.raises(ValueError):
+            wire.node_log_from_wire(bad)
+    timeouts = fields[3]
     for record in (timeouts[0][:-1], [*timeouts[0], 1]):
         with pytest.raises(ValueError):
-            wire.node_log_from_wire(_replaced(coded, (3, 0), record))
+            wire.node_log_from_wire(_replaced([lines, fields], (1, 3, 0), record))
+    for row in (lines[0][:-1], [*lines[0], 1]):
+        with pytest.raises(ValueError):
+            wire.node_log_from_wire(_replaced([lines, fields], (0, 0), row))
     with pytest.raises(ValueError):
         wire.node_read_from_wire(["node-a", [], 0, False, [], False])
 
@@ -175,15 +178,31 @@ def test_values_the_records_cannot_hold_are_refused() -> None:
     coded = _with_record("cuda", cuda)
     assert wire.node_log_from_wire(coded).cuda == (cuda,)
     with pytest.raises(ValueError):
-        wire.node_log_from_wire(_replaced(coded, (8, 0, 3), "cudaErrorNoSuchThing"))
-    timed = _with_record("tracebacks", dataclasses.replace(traceback, line=records.LogLine("x", None, 1)))
+        wire.node_log_from_wire(_replaced(coded, (1, 8, 0, 3), "cudaErrorNoSuchThing"))
+    for place in (1, -1):  # the node's table holds one line
+        with pytest.raises(ValueError):
+            wire.node_log_from_wire(_replaced(coded, (1, 8, 0, 0), place))
     for text in ("2026-09-09T12:00:00", "not a time", "2026-13-01T00:00:00+00:00"):
         with pytest.raises(ValueError):
-            wire.node_log_from_wire(_replaced(timed, (9, 0, 0, 1), text))
-    ok = wire.node_log_from_wire(_replaced(timed, (9, 0, 0, 1), "2026-09-09T12:00:00.000001+00:00"))
-    assert ok.tracebacks[0].line.observed_at is not None and ok.tracebacks[0].line.observed_at.microsecond == 1
+            wire.node_log_from_wire(_replaced(coded, (0, 0, 1), text))
+    ok = wire.node_log_from_wire(_replaced(coded, (0, 0, 1), "2026-09-09T12:00:00.000001+00:00"))
+    assert ok.cuda[0].line.observed_at is not None and ok.cuda[0].line.observed_at.microsecond == 1
     with pytest.raises(ValueError):  # a rank sighting's key is an int
         wire.node_log_from_wire(
             _replaced(wire.node_log_to_wire(NodeLog("n", 1, {0: records.RankSighting(line, False)}, (), (), (), (),
-                                                    (), (), ())), (2, 0, 0), "0")
+                                                    (), (), ())), (1, 2, 0, 0), "0")
         )  # fmt: skip
+
+
+def test_a_line_two_records_hold_is_sent_once() -> None:
+    at = datetime(2026, 9, 9, 12, 0, tzinfo=UTC)
+    line = records.LogLine("[rank3]: the line", at, 7)
+    same = records.LogLine("[rank3]: the line", at, 7)  # equal, another object
+    other = records.LogLine("[rank3]: the line", at, 8)
+    traceback = records.PythonTraceback(line, 3, other, None, "RuntimeError: x", records.ExceptionKind.APPLICATION)
+    log = NodeLog("node-a", 9, {3: records.RankSighting(same, False)}, (), (), (), (), (), (), (traceback,))
+    coded = wire.node_log_to_wire(log)
+    assert len(coded[0]) == 2
+    back = wire.node_log_from_wire(json.loads(json.dumps(coded)))
+    assert back == log
+    assert back.ranks[3].last is back.tracebacks[0].line

@@ -2,10 +2,12 @@
 
 A worker's scan process reads a share of a request's job logs and hands what it parsed to the worker (the
 provider's `job_log_share.py`). What crosses is JSON, never a pickle: each record is a list of its fields in their
-declared order, each field coded by its declared type. The coding is derived from the records' own annotations when
-this module is imported, from a closed set of types: a record given a field of another type fails here, at import,
-not in a request. Decoding refuses anything but what encoding gives (`ValueError`): a wrong count of fields, a wrong
-type, an unknown enum value or CUDA error row.
+declared order, each field coded by its declared type, and a node's lines stand once in a table its records refer
+to by place (a rank's last line is often a record's line too: the two, equal, are decoded as one object). The
+coding is derived from the records' own annotations when this module is imported, from a closed set of types: a
+record given a field of another type fails here, at import, not in a request. Decoding refuses anything but what
+encoding gives (`ValueError`): a wrong count of fields, a wrong type, a line's place outside the table, an unknown
+enum value or CUDA error row.
 """
 
 from __future__ import annotations
@@ -37,16 +39,34 @@ from providers.telemetry.joblog.records import (
     WorkProgress,
 )
 
-Encode = Callable[[Any], Any]
-Decode = Callable[[Any], Any]
+#: a coder's context: encoding, the node's lines met so far (`_Lines`); decoding, the node's lines as decoded
+Encode = Callable[[Any, Any], Any]
+Decode = Callable[[Any, Any], Any]
 
 
-def _same(value: Any) -> Any:
+class _Lines:
+    """The lines of one node's log as they are encoded: each distinct line once, in a table, referred to by its place
+    (a rank's last line is often a record's line too)."""
+
+    def __init__(self) -> None:
+        self.places: dict[tuple[int, str, datetime | None], int] = {}
+        self.rows: list[list[Any]] = []
+
+    def place(self, line: LogLine) -> int:
+        key = (line.number, line.text, line.observed_at)
+        place = self.places.get(key)
+        if place is None:
+            place = self.places[key] = len(self.rows)
+            self.rows.append(_LINE_ROW[0](line, self))
+        return place
+
+
+def _same(value: Any, ctx: Any) -> Any:
     return value
 
 
 def _exact(kind: type) -> Decode:
-    def decode(value: Any) -> Any:
+    def decode(value: Any, ctx: Any) -> Any:
         if type(value) is not kind:  # a bool is not an int here, nor an int a float
             raise ValueError(f"expected {kind.__name__}, got {type(value).__name__}")
         return value
@@ -54,7 +74,7 @@ def _exact(kind: type) -> Decode:
     return decode
 
 
-def _encode_time(value: datetime) -> str:
+def _encode_time(value: datetime, ctx: Any) -> str:
     return value.isoformat()
 
 
@@ -66,25 +86,35 @@ def _time(text: str) -> datetime:
     return moment
 
 
-def _decode_time(value: Any) -> datetime:
+def _decode_time(value: Any, ctx: Any) -> datetime:
     if type(value) is not str:
         raise ValueError(f"expected a time, got {type(value).__name__}")
     return _time(value)
 
 
 def _enum(kind: type[enum.Enum]) -> tuple[Encode, Decode]:
-    def decode(value: Any) -> Any:
+    def decode(value: Any, ctx: Any) -> Any:
         if type(value) is not str:
             raise ValueError(f"expected a {kind.__name__}, got {type(value).__name__}")
         return kind(value)  # ValueError for a value it does not have
 
-    return (lambda member: member.value), decode
+    return (lambda member, ctx: member.value), decode
 
 
-def _cuda_kind(value: Any) -> CudaErrorKind:
+def _cuda_kind(value: Any, ctx: Any) -> CudaErrorKind:
     if type(value) is not str or value not in BY_ID:
         raise ValueError("not a CUDA error row of the table")
     return BY_ID[value]
+
+
+def _line_place(line: LogLine, ctx: _Lines) -> int:
+    return ctx.place(line)
+
+
+def _line_at(value: Any, ctx: list[LogLine]) -> LogLine:
+    if type(value) is not int or not 0 <= value < len(ctx):
+        raise ValueError("not the place of one of the node's lines")
+    return ctx[value]
 
 
 _SCALARS: dict[str, tuple[Encode, Decode]] = {
@@ -94,13 +124,15 @@ _SCALARS: dict[str, tuple[Encode, Decode]] = {
     "datetime": (_encode_time, _decode_time),
     "ExceptionKind": _enum(ExceptionKind),
     "NetworkKind": _enum(NetworkKind),
-    "CudaErrorKind": (lambda kind: kind.runtime_name, _cuda_kind),
+    "CudaErrorKind": (lambda kind, ctx: kind.runtime_name, _cuda_kind),
 }
+#: the records in an order where each record's field types are coded before it
 _RECORDS: tuple[type, ...] = (
-    LogLine, GroupRank, RankSighting, WatchdogTimeout, WorkProgress, DesyncReport, PythonTraceback, ElasticFailure,
+    GroupRank, RankSighting, WatchdogTimeout, WorkProgress, DesyncReport, PythonTraceback, ElasticFailure,
     NcclNetworkError, CudaError, SignalHit, NodeLog, NodeRead,
 )  # fmt: skip
-_CODERS: dict[str, tuple[Encode, Decode]] = dict(_SCALARS)
+#: a `LogLine` field holds the line's place in the node's table (`_Lines`)
+_CODERS: dict[str, tuple[Encode, Decode]] = {**_SCALARS, "LogLine": (_line_place, _line_at)}
 _TUPLE = re.compile(r"tuple\[(\w+), \.\.\.\]")
 _DICT = re.compile(r"dict\[int, (\w+)\]")
 _INT = _exact(int)
@@ -113,20 +145,20 @@ def _coder(annotation: str) -> tuple[Encode, Decode]:
     if annotation.endswith(" | None"):
         encode, decode = _coder(annotation[: -len(" | None")])
         return (
-            lambda value: None if value is None else encode(value),
-            lambda value: None if value is None else decode(value),
+            lambda value, ctx: None if value is None else encode(value, ctx),
+            lambda value, ctx: None if value is None else decode(value, ctx),
         )
     if m := _TUPLE.fullmatch(annotation):
         encode, decode = _coder(m[1])
         return (
-            lambda values: [encode(v) for v in values],
-            lambda values: tuple(decode(v) for v in _list(values)),
+            lambda values, ctx: [encode(v, ctx) for v in values],
+            lambda values, ctx: tuple([decode(v, ctx) for v in _list(values)]),
         )
     if m := _DICT.fullmatch(annotation):
         encode, decode = _coder(m[1])
         return (
-            lambda items: [[key, encode(v)] for key, v in items.items()],
-            lambda pairs: {_INT(key): decode(v) for key, v in (_pair(p) for p in _list(pairs))},
+            lambda items, ctx: [[key, encode(v, ctx)] for key, v in items.items()],
+            lambda pairs, ctx: {_INT(key, ctx): decode(v, ctx) for key, v in (_pair(p) for p in _list(pairs))},
         )
     raise KeyError(annotation)
 
@@ -143,47 +175,66 @@ def _pair(value: Any) -> list[Any]:
     return value
 
 
+#: fields of these types are checked in place, without a call each (most of a record's fields)
+_PLAIN = {"str": str, "int": int, "bool": bool, "str | None": str, "int | None": int}
+
+
 def _record(kind: type) -> tuple[Encode, Decode]:
     fields = dataclasses.fields(kind)
     names = [f.name for f in fields]
     coders = [_coder(str(f.type)) for f in fields]
     encoders = [(name, None if encode is _same else encode) for name, (encode, _) in zip(names, coders, strict=True)]
-    decoders = [decode for _, decode in coders]
+    plain = [(i, _PLAIN[str(f.type)], str(f.type).endswith("None")) for i, f in enumerate(fields)
+             if str(f.type) in _PLAIN]  # fmt: skip
+    coded = [(i, decode) for i, (f, (_, decode)) in enumerate(zip(fields, coders, strict=True))
+             if str(f.type) not in _PLAIN]  # fmt: skip
     count = len(fields)
 
-    def encode(obj: Any) -> list[Any]:
-        return [getattr(obj, name) if e is None else e(getattr(obj, name)) for name, e in encoders]
+    def encode(obj: Any, ctx: Any) -> list[Any]:
+        return [getattr(obj, name) if e is None else e(getattr(obj, name), ctx) for name, e in encoders]
 
-    def decode(value: Any) -> Any:
-        if len(_list(value)) != count:
-            raise ValueError(f"a {kind.__name__} has {count} fields, not {len(value)}")
-        return kind(*[d(v) for d, v in zip(decoders, value, strict=True)])
+    def decode(value: Any, ctx: Any) -> Any:
+        if type(value) is not list or len(value) != count:
+            raise ValueError(f"a {kind.__name__} is a list of {count} fields")
+        for i, want, optional in plain:
+            v = value[i]
+            if type(v) is not want and not (optional and v is None):  # a bool is not an int, nor an int a float
+                raise ValueError(f"a {kind.__name__}'s field {names[i]} holds a {type(v).__name__}")
+        values = list(value)
+        for i, d in coded:
+            values[i] = d(values[i], ctx)
+        return kind(*values)
 
     return encode, decode
 
 
-for _kind in _RECORDS:  # in an order where each record's field types are coded before it
+_LINE_ROW = _record(LogLine)  # a row of a node's line table
+for _kind in _RECORDS:
     _CODERS[_kind.__name__] = _record(_kind)
 
 
 def node_log_to_wire(log: NodeLog) -> list[Any]:
-    """`log` as JSON values."""
-    return _CODERS["NodeLog"][0](log)  # type: ignore[no-any-return]
+    """`log` as JSON values: its lines' table, then its fields."""
+    lines = _Lines()
+    fields = _CODERS["NodeLog"][0](log, lines)
+    return [lines.rows, fields]
 
 
 def node_log_from_wire(value: Any) -> NodeLog:
     """The `NodeLog` `node_log_to_wire` gave; ValueError (or TypeError) for anything else."""
-    return _CODERS["NodeLog"][1](value)  # type: ignore[no-any-return]
+    rows, fields = _pair(value)
+    lines = [_LINE_ROW[1](row, None) for row in _list(rows)]
+    return _CODERS["NodeLog"][1](fields, lines)  # type: ignore[no-any-return]
 
 
 def node_read_to_wire(read: NodeRead) -> list[Any]:
     """`read` as JSON values."""
-    return _CODERS["NodeRead"][0](read)  # type: ignore[no-any-return]
+    return _CODERS["NodeRead"][0](read, None)  # type: ignore[no-any-return]
 
 
 def node_read_from_wire(value: Any) -> NodeRead:
     """The `NodeRead` `node_read_to_wire` gave; ValueError (or TypeError) for anything else."""
-    return _CODERS["NodeRead"][1](value)  # type: ignore[no-any-return]
+    return _CODERS["NodeRead"][1](value, None)  # type: ignore[no-any-return]
 
 
 __all__ = ["node_log_from_wire", "node_log_to_wire", "node_read_from_wire", "node_read_to_wire"]
