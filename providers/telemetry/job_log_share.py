@@ -26,11 +26,18 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from providers.base import Deadline
-from providers.telemetry.joblog.files import JobLogPlan, NodeRead, plan_from_wire, plan_to_wire, read_planned
+from providers.telemetry.joblog.files import JobLogPlan, NodeRead, read_planned
 from providers.telemetry.joblog.records import NodeLog
 from providers.telemetry.joblog.scan import sinks
 from providers.telemetry.joblog.source import FileJobLogSource, resolver
-from providers.telemetry.joblog.wire import node_log_from_wire, node_log_to_wire, node_read_from_wire, node_read_to_wire
+from providers.telemetry.joblog.wire import (
+    node_log_from_wire,
+    node_log_to_wire,
+    node_read_from_wire,
+    node_read_to_wire,
+    plan_from_wire,
+    plan_to_wire,
+)
 
 log = logging.getLogger("attribution_adapter.telemetry")
 

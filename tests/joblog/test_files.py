@@ -1,5 +1,6 @@
 """The job-log reader: layout, rotation, tails bounded per node and per request, path safety, broken files."""
 
+import json
 import logging
 import os
 import time
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError
-from providers.telemetry.joblog import files
+from providers.telemetry.joblog import files, wire
 from providers.telemetry.joblog.files import JobLogRead, ReadLimits, parse_file_name, read_job_logs
 from providers.telemetry.joblog.nodes import exact_resolver, is_safe_component
 from providers.telemetry.joblog.patterns import MAX_LINE_CHARS
@@ -258,10 +259,8 @@ def test_a_plan_sent_to_another_reader_comes_back_the_same(tmp_path: Path) -> No
     write_tree(tmp_path, {"worker-01.log": ["a"], "worker-01.log.1": ["b"], "worker-01.log.2.gz": ["c"],
                           "worker-03.log": ["d"]})  # fmt: skip
     plan = _planned(tmp_path, nodes)
-    import json
-
-    value = json.loads(json.dumps(files.plan_to_wire(plan)))
-    back = files.plan_from_wire(tmp_path, value, nodes, plan.budget, plan.reserve)
+    value = json.loads(json.dumps(wire.plan_to_wire(plan)))
+    back = wire.plan_from_wire(tmp_path, value, nodes, plan.budget, plan.reserve)
     assert (back.order, back.groups, back.shares, back.node_bytes, back.folder) == (
         plan.order, plan.groups, plan.shares, plan.node_bytes, plan.folder
     )
@@ -291,7 +290,7 @@ def test_a_plan_that_is_not_what_plan_to_wire_gives_is_refused(tmp_path: Path, c
     nodes = ["worker-01", "worker-02"]
     write_tree(tmp_path, {"worker-01.log": ["a"], "worker-02.log": ["b"]})
     plan = _planned(tmp_path, nodes)
-    value = files.plan_to_wire(plan)
+    value = wire.plan_to_wire(plan)
     change(value)
     with pytest.raises(ValueError):
-        files.plan_from_wire(tmp_path, value, nodes, plan.budget, plan.reserve)
+        wire.plan_from_wire(tmp_path, value, nodes, plan.budget, plan.reserve)

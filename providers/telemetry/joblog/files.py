@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import BinaryIO, Protocol
 
 from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, SourceFailure
 from providers.telemetry.joblog.nodes import NodeResolver, is_safe_component
@@ -101,7 +101,7 @@ class JobLogRead:
 
 
 @dataclass(frozen=True)
-class _LogFile:
+class LogFile:
     path: Path
     rel: str
     gz: bool
@@ -180,7 +180,7 @@ class JobLogPlan:
     notes: tuple[str, ...]
     folder: str = ""
     attempt_dir: Path | None = None
-    groups: dict[str, list[_LogFile]] = field(default_factory=dict)
+    groups: dict[str, list[LogFile]] = field(default_factory=dict)
     order: tuple[str, ...] = ()
     shares: dict[str, int] = field(default_factory=dict)
     node_bytes: int = MAX_NODE_BYTES
@@ -260,51 +260,6 @@ def plan_job_logs(
     )  # fmt: skip
 
 
-def plan_to_wire(plan: JobLogPlan) -> dict[str, Any]:
-    """What another reader needs of a found plan, as JSON values: the attempt's folder, the nodes with files in
-    order, each node's file names (newest first) and byte share, and the node bound."""
-    return {
-        "folder": plan.folder,
-        "nodes": [[node, plan.shares[node], [f.path.name for f in plan.groups[node]]] for node in plan.order],
-        "node_bytes": plan.node_bytes,
-    }
-
-
-def plan_from_wire(root: Path, value: Any, scope: Sequence[str], budget: Bytes, reserve: Bytes) -> JobLogPlan:
-    """The plan `plan_to_wire` gave, its bytes taken from `budget` and `reserve`; ValueError for anything else (a
-    folder or file name that is not the job-log layout's, a node not of `scope`, a share out of bounds)."""
-    try:
-        folder, entries, node_bytes = value["folder"], value["nodes"], value["node_bytes"]
-        parts = folder.split("/")
-        if len(parts) != 2 or not all(is_safe_component(p) for p in parts) or not parts[1].isdigit():
-            raise ValueError("not an attempt's folder")
-        if type(node_bytes) is not int or not 1 <= node_bytes <= MAX_NODE_BYTES:
-            raise ValueError("a node bound out of bounds")
-        wanted = set(scope)
-        attempt_dir = root / folder
-        groups: dict[str, list[_LogFile]] = {}
-        shares: dict[str, int] = {}
-        for node, share, names in entries:
-            if node not in wanted or node in groups or type(share) is not int or not 0 <= share <= node_bytes:
-                raise ValueError("a node or share the plan cannot hold")
-            files = []
-            for name in names:
-                parsed = parse_file_name(name) if type(name) is str and is_safe_component(name) else None
-                if parsed is None:
-                    raise ValueError("not a job-log file name")
-                files.append(_LogFile(attempt_dir / name, f"{folder}/{name}", parsed[2], (parsed[1], name)))
-            if not files:
-                raise ValueError("a node without files")
-            groups[node], shares[node] = files, share
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"not a job-log plan: {exc!r}") from exc
-    order = tuple(groups)
-    scope = tuple(scope)
-    return JobLogPlan(
-        True, scope, (), (), folder, attempt_dir, groups, order, shares, node_bytes, budget, reserve
-    )  # fmt: skip
-
-
 def read_planned(
     plan: JobLogPlan, part: range, sink_for: Callable[[str], TailSink], deadline: Deadline,
     reads: dict[str, NodeRead], late: list[str],
@@ -330,10 +285,10 @@ def read_planned(
 
 def _plan(
     attempt_dir: Path, folder: str, resolve: NodeResolver, wanted: set[str], deadline: Deadline
-) -> dict[str, list[_LogFile]] | None:
+) -> dict[str, list[LogFile]] | None:
     """The files of each scope node, newest first; None when the attempt has no folder. `folder` is the attempt's
     path relative to the job-log directory: each file's name is shown behind it."""
-    groups: dict[str, list[_LogFile]] = {}
+    groups: dict[str, list[LogFile]] = {}
     try:
         iterator = os.scandir(attempt_dir)
     except FileNotFoundError:
@@ -367,7 +322,7 @@ def _plan(
                     continue
             except OSError:
                 continue
-            file = _LogFile(Path(entry.path), f"{folder}/{entry.name}", gz, (rotation, entry.name))
+            file = LogFile(Path(entry.path), f"{folder}/{entry.name}", gz, (rotation, entry.name))
             groups.setdefault(node, []).append(file)
     for files in groups.values():
         files.sort(key=lambda f: f.order)
@@ -397,7 +352,7 @@ def shared_bytes(nodes: int, limits: ReadLimits) -> int:
     return limits.request_bytes - limits.request_bytes // FURTHER_SHARE
 
 
-def _shares(groups: dict[str, list[_LogFile]], limits: ReadLimits, total: int) -> dict[str, int]:
+def _shares(groups: dict[str, list[LogFile]], limits: ReadLimits, total: int) -> dict[str, int]:
     """Each node's byte share: `total` split evenly, what a node does not need going to the others."""
     demand: dict[str, int] = {}
     for node, files in groups.items():
@@ -422,7 +377,7 @@ def _shares(groups: dict[str, list[_LogFile]], limits: ReadLimits, total: int) -
 
 
 def _read_ahead(
-    nodes: Sequence[str], groups: dict[str, list[_LogFile]], shares: dict[str, int], deadline: Deadline
+    nodes: Sequence[str], groups: dict[str, list[LogFile]], shares: dict[str, int], deadline: Deadline
 ) -> None:
     """Ask the kernel to read the tail of each node's current file (its share, where its lines will be read) ahead,
     in the order the nodes are read: a worker whose files are not in the page cache (their first read, or after
@@ -463,7 +418,7 @@ def _check(deadline: Deadline) -> None:
 
 
 def _read_node(
-    node: str, files: list[_LogFile], share: int, budget: Bytes, reserve: Bytes, ceiling: int,
+    node: str, files: list[LogFile], share: int, budget: Bytes, reserve: Bytes, ceiling: int,
     sink_for: Callable[[str], TailSink], deadline: Deadline,
 ) -> NodeRead:
     """Read the newest `share` bytes of a node's files and hand them over, oldest first.
@@ -509,7 +464,7 @@ class _Tail:
     cut: bool = False
 
 
-def _tail(files: list[_LogFile], share: int, budget: Bytes, deadline: Deadline) -> _Tail:
+def _tail(files: list[LogFile], share: int, budget: Bytes, deadline: Deadline) -> _Tail:
     """The newest `share` bytes of a node's files (newest file first), within `budget`."""
     tail = _Tail()
     need = share
@@ -543,7 +498,7 @@ def _tail(files: list[_LogFile], share: int, budget: Bytes, deadline: Deadline) 
     return tail
 
 
-def _holds_bytes(files: list[_LogFile]) -> bool:
+def _holds_bytes(files: list[LogFile]) -> bool:
     """Whether any of `files` may hold a byte (a `.gz`, an unreadable file or a non-empty one)."""
     for f in files:
         if f.gz:

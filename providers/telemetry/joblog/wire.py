@@ -1,4 +1,4 @@
-"""A node's parsed job log (`NodeLog`) and what was read of it (`NodeRead`) as JSON values, and back.
+"""A node's parsed job log (`NodeLog`), what was read of it (`NodeRead`) and a read's plan as JSON values, and back.
 
 A worker's scan process reads a share of a request's job logs and hands what it parsed to the worker (the
 provider's `job_log_share.py`). What crosses is JSON, never a pickle: each record is a list of its fields in their
@@ -16,12 +16,21 @@ import dataclasses
 import enum
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from providers.telemetry.joblog.cuda_errors import BY_ID, CudaErrorKind
-from providers.telemetry.joblog.files import NodeRead
+from providers.telemetry.joblog.files import (
+    MAX_NODE_BYTES,
+    Bytes,
+    JobLogPlan,
+    LogFile,
+    NodeRead,
+    parse_file_name,
+)
+from providers.telemetry.joblog.nodes import is_safe_component
 from providers.telemetry.joblog.records import (
     CudaError,
     DesyncReport,
@@ -237,4 +246,52 @@ def node_read_from_wire(value: Any) -> NodeRead:
     return _CODERS["NodeRead"][1](value, None)  # type: ignore[no-any-return]
 
 
-__all__ = ["node_log_from_wire", "node_log_to_wire", "node_read_from_wire", "node_read_to_wire"]
+def plan_to_wire(plan: JobLogPlan) -> dict[str, Any]:
+    """What another reader needs of a found plan, as JSON values: the attempt's folder, the nodes with files in
+    order, each node's file names (newest first) and byte share, and the node bound."""
+    return {
+        "folder": plan.folder,
+        "nodes": [[node, plan.shares[node], [f.path.name for f in plan.groups[node]]] for node in plan.order],
+        "node_bytes": plan.node_bytes,
+    }
+
+
+def plan_from_wire(root: Path, value: Any, scope: Sequence[str], budget: Bytes, reserve: Bytes) -> JobLogPlan:
+    """The plan `plan_to_wire` gave, its bytes taken from `budget` and `reserve`; ValueError for anything else (a
+    folder or file name that is not the job-log layout's, a node not of `scope`, a share out of bounds)."""
+    try:
+        folder, entries, node_bytes = value["folder"], value["nodes"], value["node_bytes"]
+        parts = folder.split("/")
+        if len(parts) != 2 or not all(is_safe_component(p) for p in parts) or not parts[1].isdigit():
+            raise ValueError("not an attempt's folder")
+        if type(node_bytes) is not int or not 1 <= node_bytes <= MAX_NODE_BYTES:
+            raise ValueError("a node bound out of bounds")
+        wanted = set(scope)
+        attempt_dir = root / folder
+        groups: dict[str, list[LogFile]] = {}
+        shares: dict[str, int] = {}
+        for node, share, names in entries:
+            if node not in wanted or node in groups or type(share) is not int or not 0 <= share <= node_bytes:
+                raise ValueError("a node or share the plan cannot hold")
+            files = []
+            for name in names:
+                parsed = parse_file_name(name) if type(name) is str and is_safe_component(name) else None
+                if parsed is None:
+                    raise ValueError("not a job-log file name")
+                files.append(LogFile(attempt_dir / name, f"{folder}/{name}", parsed[2], (parsed[1], name)))
+            if not files:
+                raise ValueError("a node without files")
+            groups[node], shares[node] = files, share
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not a job-log plan: {exc!r}") from exc
+    order = tuple(groups)
+    scope = tuple(scope)
+    return JobLogPlan(
+        True, scope, (), (), folder, attempt_dir, groups, order, shares, node_bytes, budget, reserve
+    )  # fmt: skip
+
+
+__all__ = [
+    "node_log_from_wire", "node_log_to_wire", "node_read_from_wire", "node_read_to_wire", "plan_from_wire",
+    "plan_to_wire",
+]  # fmt: skip
