@@ -94,9 +94,15 @@ class ScanProcess:
         """Fork the scan process. Call it where this process has one thread (a forked child holds only the thread
         that forked it); `descriptors` are closed in the child; with `share`, the process reads a share of the job
         logs of requests asked with `job_logs`. A failed fork is logged: requests scan here."""
+        state, jobs, jobs_out = None, None, None
+        if share is not None:
+            try:
+                state = SharedState()
+                jobs, jobs_out = job_pipe()
+            except OSError as exc:  # no shared memory or semaphore here (a full or missing /dev/shm, say)
+                log.warning("the kernel-log scan process reads no job logs (%s): the worker reads them all", exc)
+                share, state = None, None
         ours, theirs = Pipe()
-        state = SharedState() if share is not None else None
-        jobs, jobs_out = job_pipe() if share is not None else (None, None)
         try:
             pid = os.fork()
         except OSError as exc:

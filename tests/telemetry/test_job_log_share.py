@@ -318,3 +318,24 @@ def test_a_gzip_file_read_by_the_process_is_the_same(started, tmp_path, monkeypa
     _slow_worker(monkeypatch)
     got, spy = _shared(process, root)
     assert got == want and _theirs(spy) > 0
+
+
+def test_without_shared_memory_the_process_scans_and_the_worker_reads_every_job_log(root, monkeypatch, caplog):
+    from providers.telemetry import scan_process
+
+    def no_shared_memory() -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(scan_process, "SharedState", no_shared_memory)
+    process = ScanProcess()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        process.start(_quick_scan, (), lambda *args: None)
+    try:
+        assert process.pid > 0
+        assert "the kernel-log scan process reads no job logs ([Errno 28] No space left on device): the worker " \
+               "reads them all" in [r.getMessage() for r in caplog.records]  # fmt: skip
+        with process.asked(NodeNames(NODES), WINDOW, Deadline.after_ms(30_000), job_logs=True) as pending:
+            assert pending is not None and pending.partner() is None
+            assert pending.collector(UTC) is not None
+    finally:
+        process.close()
