@@ -86,6 +86,12 @@ class SharedState:
             cells[_RESERVE], cells[_RESERVE_CUT] = plan.reserve.left, int(plan.reserve.cut)
             return int(cells[_GEN])
 
+    def stop(self, gen: int) -> None:
+        """No node of plan `gen` is left to claim (a reader gave the plan up)."""
+        with self._held() as cells:
+            if cells[_GEN] == gen:
+                cells[_BACK] = cells[_FRONT]
+
     def claim(self, gen: int, count: int, from_end: bool) -> range | None:
         """The next `count` unclaimed nodes (at most) from the start or the end of plan `gen`, or None."""
         with self._held() as cells:
@@ -155,7 +161,8 @@ class WorkerShare:
         self._lost, self._grace_s = lost, grace_s
         self._answered: list[range] = []  # the process's parts handed over
         self._failed: list[range] = []  # the process's parts it could not read
-        self._done = False
+        self._done = False  # the process said it is done, or is taken as gone
+        self.finished = False
 
     def claim(self) -> range | None:
         return self.state.claim(self.gen, CLAIM_NODES, from_end=False)
@@ -170,6 +177,7 @@ class WorkerShare:
     def finish(
         self, reads: dict[str, NodeRead], logs: dict[str, NodeLog], late: list[str], deadline: Deadline
     ) -> list[range]:
+        self.finished = True
         start, end = self.state.theirs(), len(self.plan.order)
         try:
             while not self._done and not _covers(self._answered + self._failed, start, end):
@@ -182,6 +190,24 @@ class WorkerShare:
         if self.state.lost:
             self._gone("it held the job-log share's lock")
         return _missing(self._answered, start, end)
+
+    def abandon(self, deadline: Deadline) -> None:
+        """The worker gives the plan up before `finish` (its request failed): no node is left to claim, and what the
+        process sends of it is read and dropped until it says it is done (by `deadline` and the grace, else it is
+        stopped), so that it never waits on a full pipe and the pipe is clear for the next request."""
+        if self.finished:
+            return
+        self.finished = True
+        self.state.stop(self.gen)
+        ignored: dict[str, Any] = {}
+        try:
+            while not self._done:
+                if not self.conn.poll(max(deadline.remaining(), 0.0) + self._grace_s):
+                    self._gone("it did not end its share of the job logs by the deadline")
+                    break
+                self._take(self.conn.recv_bytes(), ignored, ignored, [])
+        except (EOFError, OSError) as exc:
+            self._gone(f"its job-log parts could not be read: {exc!r}")
 
     def _gone(self, why: str) -> None:
         self._done = True

@@ -148,6 +148,7 @@ class ScanProcess:
         finally:
             if pending is not None:
                 pending.no_plan()  # the process waits for a plan: it hears there is none, if none was sent
+                pending.settle()
             self._busy.release()
 
     def _send(
@@ -244,6 +245,8 @@ class Pending:
     ) -> None:
         self.process, self.id, self.nodes, self.window, self.deadline = process, ask, nodes, window, deadline
         self._planned = not job_logs  # the process waits for one plan (or word that there is none) after the scan
+        self._sending: threading.Thread | None = None
+        self._share: WorkerShare | None = None
 
     def partner(self) -> Pending | None:
         """What shares the request's job-log read with the process (`joblog.scan.Partner`), when it was asked to."""
@@ -255,12 +258,34 @@ class Pending:
         process, state = self.process, self.process._state
         if self._planned or state is None or process._jobs is None:
             return None
+        conn = process._conn
+        if conn is None:
+            return None
         self._planned = True
         gen = state.begin(plan)
         plan.budget, plan.reserve = state.bytes()
-        if not process._tell({"id": self.id, **plan_message(gen, plan)}):
-            return None
-        return WorkerShare(state, gen, plan, process._jobs, process._lost, ANSWER_GRACE_S)
+        message = json.dumps({"id": self.id, **plan_message(gen, plan)}).encode()
+        # The process takes the plan up once its scan is done: a plan larger than the pipe's buffer would keep this
+        # thread waiting until then, so a thread of its own sends it. A process that is gone fails the send, and the
+        # worker then reads every part (its parts never come: WorkerShare.finish).
+        self._sending = threading.Thread(target=_send_quietly, args=(conn, message), name="job-log-plan", daemon=True)
+        self._sending.start()
+        self._share = WorkerShare(state, gen, plan, process._jobs, process._lost, ANSWER_GRACE_S)
+        return self._share
+
+    def settle(self) -> None:
+        """Before the pipes take another request: a share given up before its end is ended (`WorkerShare.abandon`),
+        and the plan is sent whole (the process reads it once its scan is done, by the deadline; one that has not by
+        then and ANSWER_GRACE_S more is stopped)."""
+        share, sending = self._share, self._sending
+        if share is not None and not share.finished:
+            self.process._state.stop(share.gen)  # type: ignore[union-attr]
+        if sending is not None:
+            sending.join(max(self.deadline.remaining(), 0.0) + ANSWER_GRACE_S)
+            if sending.is_alive():
+                self.process._lost("it did not take the job-log plan by the deadline")
+        if share is not None and self.process.pid:
+            share.abandon(self.deadline)
 
     def no_plan(self) -> None:
         """Tell the process this request shares no job-log read with it (once; nothing when a plan was sent)."""
@@ -343,6 +368,14 @@ def _replay(records: list[list[Any]]) -> None:
             record = logger.makeRecord(logger.name, int(level), "(scan process)", 0, str(message), (), None)
             record.created, record.msecs = float(created), (float(created) % 1) * 1000
             logger.handle(record)
+
+
+def _send_quietly(conn: Connection, message: bytes) -> None:
+    """Send `message`; a pipe closed meanwhile (the process lost, and stopped by the worker) ends it silently."""
+    try:
+        conn.send_bytes(message)
+    except (OSError, ValueError):
+        pass
 
 
 def _serve(

@@ -339,3 +339,75 @@ def test_without_shared_memory_the_process_scans_and_the_worker_reads_every_job_
             assert pending.collector(UTC) is not None
     finally:
         process.close()
+
+
+def _many(root: Path, count: int) -> list[str]:
+    """`count` nodes with long names, one small job log each: a plan larger than a pipe's buffer."""
+    names = [f"n{n:04d}-" + "x" * 200 for n in range(count)]
+    write_tree(root, {f"{name}.log": f"[rank{n}]: step 1\n" for n, name in enumerate(names)}, WORKLOAD)
+    return names
+
+
+def _sleepy(seconds: float):  # noqa: ANN202
+    def scan(nodes: NodeNames, window: Window, deadline: Deadline, proof: object) -> Collector:
+        time.sleep(seconds)
+        return _quick_scan(nodes, window, deadline, proof)
+
+    return scan
+
+
+def _started_with(scan, root: Path) -> ScanProcess:  # noqa: ANN001
+    source = FileJobLogSource(root)
+    process = ScanProcess()
+    process.start(scan, (), lambda nodes, value, state, deadline, send: serve_share(source, nodes, value, state,
+                                                                                      deadline, send))
+    assert process.pid > 0
+    return process
+
+
+def test_a_plan_larger_than_the_pipe_does_not_keep_the_worker_waiting_for_the_process_s_scan(tmp_path):
+    root = tmp_path / "many"
+    names = _many(root, 1200)
+    process = _started_with(_sleepy(4.0), root)
+    try:
+        deadline = Deadline.after_ms(30_000)
+        with process.asked(NodeNames(names), WINDOW, deadline, job_logs=True) as pending:
+            assert pending is not None
+            t0 = time.monotonic()
+            got = scan_job_logs(root, WORKLOAD, 0, names, deadline, resolver_factory=resolver,
+                                partner=pending.partner())  # fmt: skip
+            read_s = time.monotonic() - t0
+            assert pending.collector(UTC) is not None
+        assert len(got.read.nodes) == 1200 and got.read.late == ()
+        assert read_s < 4.0, "the worker read its job logs while the process scanned"
+        assert process.pid > 0
+    finally:
+        process.close()
+
+
+@pytest.mark.parametrize(("scan_s", "then_s"), [(1.0, 0.0), (0.0, 0.5)], ids=["before-its-share", "in-its-share"])
+def test_a_request_that_fails_after_handing_over_its_plan_leaves_the_pipe_fit_for_the_next(tmp_path, scan_s, then_s):
+    """The process still scanning (it finds nothing left to claim), or already sending parts nobody reads: either way
+    the next request's ask is read whole and answered."""
+    root = tmp_path / "many"
+    names = _many(root, 1200)
+    process = _started_with(_sleepy(scan_s), root)
+    try:
+        with pytest.raises(RuntimeError):
+            with process.asked(NodeNames(names), WINDOW, Deadline.after_ms(30_000), job_logs=True) as pending:
+                assert pending is not None
+                plan = job_files.plan_job_logs(root, WORKLOAD, 0, names, resolver(names), Deadline.after_ms(30_000))
+                assert pending.begin(plan) is not None
+                time.sleep(then_s)
+                raise RuntimeError("the request failed before its job logs were read")
+        # the next ask is read whole by the process (its plan sent before it), and answered
+        deadline = Deadline.after_ms(30_000)
+        with process.asked(NodeNames(names), WINDOW, deadline, job_logs=True) as pending:
+            assert pending is not None
+            got = scan_job_logs(root, WORKLOAD, 0, names, deadline, resolver_factory=resolver,
+                                partner=pending.partner())  # fmt: skip
+            assert pending.collector(UTC) is not None
+        assert len(got.read.nodes) == 1200
+        assert process.pid > 0
+    finally:
+        process.close()
