@@ -11,9 +11,11 @@ The open provider answers one `fast` request in process (scope: every node and e
 culprit is the silent node, `collective_hang`. Printed: the time to the answer, the queries the stub answered, the
 bytes of JSON it sent (all read by the provider), the most queries it held at once, the queries it answered later
 than its delay (its own work on a query's first sight taking longer: such a run's time is partly the stub's), and
-whether the culprit was named. `--repeat` runs, each request with its own failure time.
+whether the culprit was named. `--repeat` runs, each request with its own failure time. With `--warm-stub` the stub
+first answers one request of another provider, untimed, so that the timed provider's first request is not partly
+the stub's own work.
 
-    python bench/loki_fleet.py [--nodes 4096] [--delay-ms 50] [--repeat 3]
+    python bench/loki_fleet.py [--nodes 4096] [--delay-ms 50] [--repeat 3] [--warm-stub]
 """
 
 from __future__ import annotations
@@ -139,6 +141,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a provider setting other than its default (e.g. ATTRIBUTION_LOKI_CONCURRENCY=16)")
+    parser.add_argument("--warm-stub", action="store_true",
+                        help="before the timed runs, one untimed request of another provider built the same way, so "
+                             "that the stub's own work on a query's first sight is done before them")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the child's entry
     args = parser.parse_args()
     if args.serve:
@@ -153,21 +158,23 @@ def main() -> None:
     try:
         assert child.stdout is not None
         url = child.stdout.readline().strip()
-        provider = TelemetryProvider.from_options({
+        options = {
             "ATTRIBUTION_KERNEL_LOG_SOURCE": "loki",
             "ATTRIBUTION_LOKI_URL": url,
             "ATTRIBUTION_LOKI_SELECTOR": '{job="syslog", host=~"{hosts}"}',
             "ATTRIBUTION_LOKI_JOB_SELECTOR": '{job="{workload_id}"}',
             **dict(item.split("=", 1) for item in args.set),
-        })
+        }
+        provider = TelemetryProvider.from_options(options)
         names = tuple(node_name(i) for i in range(args.nodes))
         culprit = node_name(args.silent_node)
         print(f"stub Loki at {url}: {args.nodes} nodes x {RANKS_PER_NODE} ranks, {args.training_lines} training "
               f"lines per rank, {args.dump_lines} dump lines per silent rank, {args.delay_ms} ms per query; "
               + (f"settings {', '.join(args.set)}" if args.set else "default settings"))
-        for run in range(max(1, args.repeat)):
+
+        def request_of(run: int) -> AttributionRequest:
             detected = DETECTED + timedelta(microseconds=run + 1)  # each request its own failure time
-            request = AttributionRequest(
+            return AttributionRequest(
                 workload_id=WORKLOAD,
                 scope=Scope(nodes=names, ranks=tuple(range(args.nodes * RANKS_PER_NODE))),
                 failure_context=FailureContext(detected_at=detected, detection_signal="application_error"),
@@ -175,6 +182,16 @@ def main() -> None:
                 workload_context=WorkloadContext(workflow_id="bench", attempt_index=0),
                 phase=Phase.FAST,
             )
+
+        if args.warm_stub:
+            _get(url + "/reset")
+            started = time.perf_counter()
+            TelemetryProvider.from_options(options).fast(request_of(-1), Deadline.after_ms(args.timeout_ms), None)
+            stats = _get(url + "/stats")
+            print(f"the stub warmed by another provider's request (untimed: {time.perf_counter() - started:.2f} s, "
+                  f"{stats['late']} queries answered after the stub's delay)")
+        for run in range(max(1, args.repeat)):
+            request = request_of(run)
             _get(url + "/reset")
             started = time.perf_counter()
             outcome = provider.fast(request, Deadline.after_ms(args.timeout_ms), None)
