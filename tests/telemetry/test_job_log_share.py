@@ -140,6 +140,15 @@ def _slow_worker(monkeypatch: pytest.MonkeyPatch, seconds: float = 0.004) -> Non
     monkeypatch.setattr(job_files, "_read_node", read_node)
 
 
+def _as_alone(process: ScanProcess, root: Path, monkeypatch: pytest.MonkeyPatch) -> _Spy:
+    """Read `root` alone, then shared with `process` (this process slower a node): the two reads are equal."""
+    want = _alone(root)
+    _slow_worker(monkeypatch)
+    got, spy = _shared(process, root)
+    assert got == want
+    return spy
+
+
 def _theirs(spy: _Spy) -> int:
     """Nodes the scan process handed over."""
     assert spy.share is not None
@@ -199,11 +208,8 @@ def test_a_part_the_process_cannot_read_is_read_by_the_worker_and_what_it_logged
         serve_share(FileJobLogSource(root), nodes, value, state, deadline, send)
 
     process = started(share)
-    want = _alone(root)
-    _slow_worker(monkeypatch)
     with caplog.at_level(logging.ERROR, logger=LOGGER):
-        got, spy = _shared(process, root)
-    assert got == want
+        spy = _as_alone(process, root, monkeypatch)
     assert spy.share is not None and spy.share._failed and _theirs(spy) > 0
     said = [r.getMessage() for r in caplog.records if r.name == LOGGER and r.levelno == logging.ERROR]
     assert len(said) == 1  # with its traceback, written here by the worker
@@ -224,11 +230,8 @@ def test_a_part_that_does_not_decode_is_read_by_the_worker(started, root, monkey
         serve_share(FileJobLogSource(root), nodes, value, state, deadline, send)
 
     process = started(share)
-    want = _alone(root)
-    _slow_worker(monkeypatch)
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        got, _ = _shared(process, root)
-    assert got == want
+        _as_alone(process, root, monkeypatch)
     said = [r.getMessage() for r in caplog.records if "a job-log part of the scan process could not be read" in
             r.getMessage()]  # fmt: skip
     assert len(said) == 2 and all(s.endswith(": the worker reads it") for s in said)
@@ -241,10 +244,7 @@ def test_a_process_that_dies_in_the_middle_of_its_share_leaves_its_parts_to_the_
 
     process = started(share)
     pid = process.pid
-    want = _alone(root)
-    _slow_worker(monkeypatch)
-    got, spy = _shared(process, root)
-    assert got == want and _theirs(spy) == 0
+    assert _theirs(_as_alone(process, root, monkeypatch)) == 0
     assert process.pid == 0
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # reaped
@@ -260,11 +260,8 @@ def test_a_process_that_dies_holding_the_lock_is_given_up_and_the_worker_reads_w
         os.kill(os.getpid(), signal.SIGKILL)
 
     process = started(share)
-    want = _alone(root)
-    _slow_worker(monkeypatch)
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        got, _ = _shared(process, root)
-    assert got == want
+        _as_alone(process, root, monkeypatch)
     assert process.pid == 0
     messages = [r.getMessage() for r in caplog.records]
     assert "the job-log share's lock was held for over 0.2 s: the other reader is given up" in messages
@@ -314,10 +311,7 @@ def test_a_gzip_file_read_by_the_process_is_the_same(started, tmp_path, monkeypa
         serve_share(source, nodes, value, state, deadline, send)
 
     process = started(share)
-    want = _alone(root)
-    _slow_worker(monkeypatch)
-    got, spy = _shared(process, root)
-    assert got == want and _theirs(spy) > 0
+    assert _theirs(_as_alone(process, root, monkeypatch)) > 0
 
 
 def test_without_shared_memory_the_process_scans_and_the_worker_reads_every_job_log(root, monkeypatch, caplog):
