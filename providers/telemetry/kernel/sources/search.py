@@ -362,18 +362,12 @@ def _microseconds(stamp: bytes) -> int:
 
 
 def _span_at(spans: array[int], start: int) -> int:
-    """Where in `spans` (four numbers a block) the block starting at `start` is, or -1: searched in C, a time or an
-    end equal to `start` told apart by its place."""
-    if start not in spans:
+    """Where in `spans` (four numbers a block) the block starting at `start` is, or -1: searched in C among the
+    blocks' starts alone (a time or an end equal to `start` is not one)."""
+    try:
+        return spans[::4].index(start) * 4
+    except ValueError:
         return -1
-    k = -1
-    while True:
-        try:
-            k = spans.index(start, k + 1)
-        except ValueError:  # only where a time or an end equals it
-            return -1
-        if k % 4 == 0:
-            return k
 
 
 def _spanned(facts: FileFacts, target: datetime) -> int | None:
@@ -386,11 +380,14 @@ def _spanned(facts: FileFacts, target: datetime) -> int | None:
     if not spans:
         return None
     at = (target - EPOCH) // _MICROSECOND
+    starts = None  # where each block starts -> its place, made once the first block ends before `target`
     for k in range(0, len(spans), 4):
         if spans[k + 2] < at:
             if at <= spans[k + 3]:
                 return spans[k]
-            after = _span_at(spans, spans[k + 1])
+            if starts is None:
+                starts = {spans[i]: i for i in range(0, len(spans), 4)}
+            after = starts.get(spans[k + 1], -1)
             if after >= 0 and at <= spans[after + 2]:
                 return spans[k]
     return None
