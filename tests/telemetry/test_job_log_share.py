@@ -405,3 +405,47 @@ def test_a_request_that_fails_after_handing_over_its_plan_leaves_the_pipe_fit_fo
         assert process.pid > 0
     finally:
         process.close()
+
+
+def test_a_worker_read_that_fails_in_the_middle_ends_the_share_at_once_and_the_next_request_is_served(
+    started, root, monkeypatch
+):
+    """The process takes a second a part; the worker's read fails in its first part: the process claims no more, so
+    its answer comes after the part it was reading, not after all of them."""
+
+    def share(nodes, value, state, deadline, send):  # noqa: ANN001, ANN202 (runs in the scan process)
+        real_part = job_log_share.read_planned
+
+        def slow(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            time.sleep(1.0)
+            return real_part(*args, **kwargs)
+
+        job_log_share.read_planned = slow
+        serve_share(FileJobLogSource(root), nodes, value, state, deadline, send)
+
+    process = started(share)
+    want = _alone(root)
+    real = job_files._read_node
+    calls = []
+
+    def failing(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        calls.append(1)
+        if len(calls) == 5:
+            time.sleep(0.3)  # the process is in its first part
+            raise RuntimeError("a read that fails")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(job_files, "_read_node", failing)
+    deadline = Deadline.after_ms(30_000)
+    with process.asked(NodeNames(NODES), WINDOW, deadline, job_logs=True) as pending:
+        assert pending is not None
+        with pytest.raises(RuntimeError, match="a read that fails"):
+            scan_job_logs(root, WORKLOAD, 0, NODES, deadline, resolver_factory=resolver, partner=pending.partner())
+        t0 = time.monotonic()
+        assert pending.collector(UTC) is not None
+        # one part of a second, not the three more the process would have claimed (the plan's 52 other nodes)
+        assert time.monotonic() - t0 < 2.5
+    assert process.pid > 0, "the share was ended, not the process"
+    monkeypatch.setattr(job_files, "_read_node", real)
+    got, _ = _shared(process, root)
+    assert got == want

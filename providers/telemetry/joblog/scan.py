@@ -47,6 +47,10 @@ class Share(Protocol):
         """Wait for the rest of the other reader's parts (until `deadline` and a grace at most) and add them; the
         parts it claimed and did not hand over, for this reader to read."""
 
+    def abandon(self, deadline: Deadline) -> None:
+        """Give the plan up before `finish` (this reader failed): the other claims nothing more, and what it still
+        hands over is dropped."""
+
 
 class Partner(Protocol):
     """Another reader for a plan (`begin`), or None when there is none free."""
@@ -98,10 +102,15 @@ def scan_job_logs(
     if share is None:
         read_planned(plan, range(len(plan.order)), sink_for, deadline, reads, late)
     else:
-        while (part := share.claim()) is not None:
-            read_planned(plan, part, sink_for, deadline, reads, late)
-            share.receive(reads, logs, late)
-        for part in share.finish(reads, logs, late, deadline):
+        try:
+            while (part := share.claim()) is not None:
+                read_planned(plan, part, sink_for, deadline, reads, late)
+                share.receive(reads, logs, late)
+            missing = share.finish(reads, logs, late, deadline)
+        except BaseException:
+            share.abandon(deadline)  # the other reader must not go on sending parts nobody reads
+            raise
+        for part in missing:
             read_planned(plan, part, sink_for, deadline, reads, late)
     read = plan.outcome(reads, late)
     left_out = set(read.late)
