@@ -380,14 +380,11 @@ def _spanned(facts: FileFacts, target: datetime) -> int | None:
     if not spans:
         return None
     at = (target - EPOCH) // _MICROSECOND
-    starts = None  # where each block starts -> its place, made once the first block ends before `target`
     for k in range(0, len(spans), 4):
         if spans[k + 2] < at:
             if at <= spans[k + 3]:
                 return spans[k]
-            if starts is None:
-                starts = {spans[i]: i for i in range(0, len(spans), 4)}
-            after = starts.get(spans[k + 1], -1)
+            after = _span_at(spans, spans[k + 1])
             if after >= 0 and at <= spans[after + 2]:
                 return spans[k]
     return None
