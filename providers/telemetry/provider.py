@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import functools
 import logging
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -134,12 +135,8 @@ class TelemetryProvider(Provider):
         beside = self.keeps_deadline and isinstance(jobs, FileJobLogSource)
         alone = isinstance(s.source, FileSource) and jobs is None
         if s.scan_process and (beside or alone) and not self._scans.pid:
-            share = None
-            if isinstance(jobs, FileJobLogSource):  # the process reads a share of the job logs after its scan
-
-                def share(nodes, plan, state, deadline, send):  # type: ignore[no-untyped-def]
-                    serve_share(jobs, nodes, plan, state, deadline, send)
-
+            # the process reads a share of the job-log files after its scan
+            share = functools.partial(serve_share, jobs) if isinstance(jobs, FileJobLogSource) else None
             self._scans.start(
                 lambda names, window, deadline, proof: self.collect(names, window, deadline, None, proof), descriptors,
                 share,

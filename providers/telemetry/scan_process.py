@@ -274,18 +274,17 @@ class Pending:
         return self._share
 
     def settle(self) -> None:
-        """Before the pipes take another request: a share given up before its end is ended (`WorkerShare.abandon`),
-        and the plan is sent whole (the process reads it once its scan is done, by the deadline; one that has not by
-        then and ANSWER_GRACE_S more is stopped)."""
+        """Before the pipes take another request: a share given up before its end is ended (`WorkerShare.abandon`:
+        the process, once it has the plan, claims nothing and says it is done), and the plan is sent whole (the
+        process reads it once its scan is done, by the deadline; one that has not by then and ANSWER_GRACE_S more
+        is stopped)."""
         share, sending = self._share, self._sending
-        if share is not None and not share.finished:
-            self.process._state.stop(share.gen)  # type: ignore[union-attr]
+        if share is not None and self.process.pid:
+            share.abandon(self.deadline)
         if sending is not None:
             sending.join(max(self.deadline.remaining(), 0.0) + ANSWER_GRACE_S)
             if sending.is_alive():
                 self.process._lost("it did not take the job-log plan by the deadline")
-        if share is not None and self.process.pid:
-            share.abandon(self.deadline)
 
     def no_plan(self) -> None:
         """Tell the process this request shares no job-log read with it (once; nothing when a plan was sent)."""
