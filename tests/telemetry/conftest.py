@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gzip
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -18,6 +18,7 @@ from providers.base import (
     WorkloadContext,
 )
 from providers.telemetry import TelemetryProvider
+from providers.telemetry.scan_process import ScanProcess
 
 #: the seed example's failure time
 DETECTED = datetime(2026, 9, 9, 12, 0, 0, tzinfo=UTC)
@@ -124,3 +125,22 @@ def files_provider(tmp_path: Path) -> Callable[..., TelemetryProvider]:
         return TelemetryProvider.from_options(options)
 
     return build
+
+
+@pytest.fixture
+def scan_processes() -> Iterator[Callable[..., ScanProcess]]:
+    """`start(scan, descriptors=(), share=None)`: a kernel-log scan process of this test process
+    (`ScanProcess.start`), stopped and reaped at the end."""
+    processes: list[ScanProcess] = []
+
+    def start(scan: Callable[..., object], descriptors: Sequence[int] = (), share: Callable[..., None] | None = None
+              ) -> ScanProcess:  # fmt: skip
+        process = ScanProcess()
+        process.start(scan, descriptors, share)  # type: ignore[arg-type]
+        assert process.pid > 0
+        processes.append(process)
+        return process
+
+    yield start
+    for process in processes:
+        process.close()

@@ -8,6 +8,7 @@ The path through real gunicorn workers is pinned in tests/process/test_scan_proc
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import logging
@@ -89,26 +90,16 @@ def root(tmp_path: Path) -> Path:
     return _tree(tmp_path / "jobs")
 
 
+def _serving(root: Path):  # noqa: ANN202
+    """The provider's share of the job logs under `root` (what `after_fork` hands the scan process)."""
+    return functools.partial(serve_share, FileJobLogSource(root))
+
+
 @pytest.fixture
-def started(root: Path):
+def started(root: Path, scan_processes):  # noqa: ANN001, ANN201
     """`start(share)`: a scan process of this test process sharing the job logs under `root` (`share` defaults to
-    the provider's), stopped and reaped at the end."""
-    processes: list[ScanProcess] = []
-    source = FileJobLogSource(root)
-
-    def start(share=None) -> ScanProcess:  # noqa: ANN001
-        def default(nodes, value, state, deadline, send):  # noqa: ANN001, ANN202
-            serve_share(source, nodes, value, state, deadline, send)
-
-        process = ScanProcess()
-        process.start(_quick_scan, (), share or default)
-        assert process.pid > 0
-        processes.append(process)
-        return process
-
-    yield start
-    for process in processes:
-        process.close()
+    the provider's), stopped and reaped at the end (tests/telemetry/conftest.py)."""
+    return lambda share=None: scan_processes(_quick_scan, (), share or _serving(root))
 
 
 def _alone(root: Path, limits: ReadLimits | None = None) -> JobLogScan:
@@ -305,34 +296,26 @@ def test_a_gzip_file_read_by_the_process_is_the_same(started, tmp_path, monkeypa
     for n, node in enumerate(NODES[:40]):
         (folder / f"{node}.log.1.gz").write_bytes(gzip.compress(_failure(n).encode(), mtime=0))
         (folder / f"{node}.log").write_text(_training_block(n, 1))
-    source = FileJobLogSource(root)
-
-    def share(nodes, value, state, deadline, send):  # noqa: ANN001, ANN202
-        serve_share(source, nodes, value, state, deadline, send)
-
-    process = started(share)
+    process = started(_serving(root))
     assert _theirs(_as_alone(process, root, monkeypatch)) > 0
 
 
-def test_without_shared_memory_the_process_scans_and_the_worker_reads_every_job_log(root, monkeypatch, caplog):
+def test_without_shared_memory_the_process_scans_and_the_worker_reads_every_job_log(
+    scan_processes, monkeypatch, caplog
+):
     from providers.telemetry import scan_process
 
     def no_shared_memory() -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(scan_process, "SharedState", no_shared_memory)
-    process = ScanProcess()
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        process.start(_quick_scan, (), lambda *args: None)
-    try:
-        assert process.pid > 0
-        assert "the kernel-log scan process reads no job logs ([Errno 28] No space left on device): the worker " \
-               "reads them all" in [r.getMessage() for r in caplog.records]  # fmt: skip
-        with process.asked(NodeNames(NODES), WINDOW, Deadline.after_ms(30_000), job_logs=True) as pending:
-            assert pending is not None and pending.partner() is None
-            assert pending.collector(UTC) is not None
-    finally:
-        process.close()
+        process = scan_processes(_quick_scan, (), lambda *args: None)
+    assert "the kernel-log scan process reads no job logs ([Errno 28] No space left on device): the worker " \
+           "reads them all" in [r.getMessage() for r in caplog.records]  # fmt: skip
+    with process.asked(NodeNames(NODES), WINDOW, Deadline.after_ms(30_000), job_logs=True) as pending:
+        assert pending is not None and pending.partner() is None
+        assert pending.collector(UTC) is not None
 
 
 def _many(root: Path, count: int) -> list[str]:
@@ -350,61 +333,50 @@ def _sleepy(seconds: float):  # noqa: ANN202
     return scan
 
 
-def _started_with(scan, root: Path) -> ScanProcess:  # noqa: ANN001
-    source = FileJobLogSource(root)
-    process = ScanProcess()
-    process.start(scan, (), lambda nodes, value, state, deadline, send: serve_share(source, nodes, value, state,
-                                                                                      deadline, send))
-    assert process.pid > 0
-    return process
-
-
-def test_a_plan_larger_than_the_pipe_does_not_keep_the_worker_waiting_for_the_process_s_scan(tmp_path):
+def test_a_plan_larger_than_the_pipe_does_not_keep_the_worker_waiting_for_the_process_s_scan(
+    tmp_path, scan_processes
+):
     root = tmp_path / "many"
     names = _many(root, 1200)
-    process = _started_with(_sleepy(4.0), root)
-    try:
-        deadline = Deadline.after_ms(30_000)
-        with process.asked(NodeNames(names), WINDOW, deadline, job_logs=True) as pending:
-            assert pending is not None
-            t0 = time.monotonic()
-            got = scan_job_logs(root, WORKLOAD, 0, names, deadline, resolver_factory=resolver,
-                                partner=pending.partner())  # fmt: skip
-            read_s = time.monotonic() - t0
-            assert pending.collector(UTC) is not None
-        assert len(got.read.nodes) == 1200 and got.read.late == ()
-        assert read_s < 4.0, "the worker read its job logs while the process scanned"
-        assert process.pid > 0
-    finally:
-        process.close()
+    process = scan_processes(_sleepy(4.0), (), _serving(root))
+    deadline = Deadline.after_ms(30_000)
+    with process.asked(NodeNames(names), WINDOW, deadline, job_logs=True) as pending:
+        assert pending is not None
+        t0 = time.monotonic()
+        got = scan_job_logs(root, WORKLOAD, 0, names, deadline, resolver_factory=resolver,
+                            partner=pending.partner())  # fmt: skip
+        read_s = time.monotonic() - t0
+        assert pending.collector(UTC) is not None
+    assert len(got.read.nodes) == 1200 and got.read.late == ()
+    assert read_s < 4.0, "the worker read its job logs while the process scanned"
+    assert process.pid > 0
 
 
 @pytest.mark.parametrize(("scan_s", "then_s"), [(1.0, 0.0), (0.0, 0.5)], ids=["before-its-share", "in-its-share"])
-def test_a_request_that_fails_after_handing_over_its_plan_leaves_the_pipe_fit_for_the_next(tmp_path, scan_s, then_s):
+def test_a_request_that_fails_after_handing_over_its_plan_leaves_the_pipe_fit_for_the_next(
+    tmp_path, scan_processes, scan_s, then_s
+):
     """The process still scanning (it finds nothing left to claim), or already sending parts nobody reads: either way
     the next request's ask is read whole and answered."""
     root = tmp_path / "many"
     names = _many(root, 1200)
-    process = _started_with(_sleepy(scan_s), root)
-    try:
-        with pytest.raises(RuntimeError):
-            with process.asked(NodeNames(names), WINDOW, Deadline.after_ms(30_000), job_logs=True) as pending:
-                assert pending is not None
-                plan = job_files.plan_job_logs(root, WORKLOAD, 0, names, resolver(names), Deadline.after_ms(30_000))
-                assert pending.begin(plan) is not None
-                time.sleep(then_s)
-                raise RuntimeError("the request failed before its job logs were read")
-        # the next ask is read whole by the process (its plan sent before it), and answered
-        deadline = Deadline.after_ms(30_000)
-        with process.asked(NodeNames(names), WINDOW, deadline, job_logs=True) as pending:
+    process = scan_processes(_sleepy(scan_s), (), _serving(root))
+    with pytest.raises(RuntimeError):
+        with process.asked(NodeNames(names), WINDOW, Deadline.after_ms(30_000), job_logs=True) as pending:
             assert pending is not None
-            got = scan_job_logs(root, WORKLOAD, 0, names, deadline, resolver_factory=resolver,
-                                partner=pending.partner())  # fmt: skip
-            assert pending.collector(UTC) is not None
-        assert len(got.read.nodes) == 1200
-        assert process.pid > 0
-    finally:
-        process.close()
+            plan = job_files.plan_job_logs(root, WORKLOAD, 0, names, resolver(names), Deadline.after_ms(30_000))
+            assert pending.begin(plan) is not None
+            time.sleep(then_s)
+            raise RuntimeError("the request failed before its job logs were read")
+    # the next ask is read whole by the process (its plan sent before it), and answered
+    deadline = Deadline.after_ms(30_000)
+    with process.asked(NodeNames(names), WINDOW, deadline, job_logs=True) as pending:
+        assert pending is not None
+        got = scan_job_logs(root, WORKLOAD, 0, names, deadline, resolver_factory=resolver,
+                            partner=pending.partner())  # fmt: skip
+        assert pending.collector(UTC) is not None
+    assert len(got.read.nodes) == 1200
+    assert process.pid > 0
 
 
 def test_a_worker_read_that_fails_in_the_middle_ends_the_share_at_once_and_the_next_request_is_served(

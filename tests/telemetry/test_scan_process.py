@@ -64,20 +64,9 @@ def _fields(collector: Collector) -> dict:
 
 
 @pytest.fixture
-def started():
-    """`start(scan)`: a scan process of this test process, stopped (and reaped) at the end."""
-    processes: list[ScanProcess] = []
-
-    def start(scan, descriptors=()) -> ScanProcess:  # noqa: ANN001
-        process = ScanProcess()
-        process.start(scan, descriptors)
-        assert process.pid > 0
-        processes.append(process)
-        return process
-
-    yield start
-    for process in processes:
-        process.close()
+def started(scan_processes):  # noqa: ANN001, ANN201
+    """`start(scan, descriptors=())`: a scan process of this test process (tests/telemetry/conftest.py)."""
+    return scan_processes
 
 
 def _collect(process: ScanProcess, deadline: Deadline | None = None) -> Collector | None:
