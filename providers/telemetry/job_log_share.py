@@ -5,10 +5,10 @@ plan to its scan process, which takes it up once its kernel-log scan is done. Bo
 nodes, CLAIM_NODES at a time, the worker from the start and the process from the end, through two counters in memory
 shared before the fork, under one lock beside the request's byte bounds (so that the two read what one reader would:
 the same shares, the same bound for reading further back). The process parses its parts as the worker would and
-sends each part's `NodeRead`s and `NodeLog`s as JSON (`joblog/wire.py`) through a pipe of its own, enlarged so that
-a part seldom waits for the worker to read it; the worker adds them between its own parts. When the claims meet,
-the worker waits for the process's last parts; a part the process could not read, or whose answer is missing or
-does not decode, is read by the worker itself.
+sends each part's `NodeRead`s and `NodeLog`s as JSON (`joblog/wire.py`, written and read by orjson) through a pipe of
+its own, enlarged so that a part seldom waits for the worker to read it; the worker adds them between its own parts.
+When the claims meet, the worker waits for the process's last parts; a part the process could not read, or whose
+answer is missing or does not decode, is read by the worker itself.
 
 A process that holds the lock longer than LOCK_WAIT_S (one stopped or killed while it held it) is given up: the
 worker goes on without the lock, reads what is not answered, and stops the process (`ScanProcess._lost`).
@@ -24,6 +24,8 @@ import multiprocessing
 from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
+
+import orjson
 
 from providers.base import Deadline
 from providers.telemetry.joblog.files import JobLogPlan, NodeRead, read_planned
@@ -216,7 +218,7 @@ class WorkerShare:
     def _take(self, message: bytes, reads: dict[str, NodeRead], logs: dict[str, NodeLog], late: list[str]) -> None:
         """Add one part the process handed over; one that does not decode is left for the worker to read."""
         try:
-            value = json.loads(message)
+            value = decode_part(message)
             if value.get("gen") != self.gen:
                 return  # a part of an earlier plan
             if value.get("done") is True:
@@ -295,9 +297,30 @@ def serve_share(
             except Exception:  # noqa: BLE001 - said; the worker reads the part itself and meets it there
                 log.exception("the scan process could not read a part of the job logs")
                 message = {"gen": gen, "part": [part.start, part.stop], "failed": True}
-            send(json.dumps(message).encode())
+            send(encode_part(message))
     finally:
-        send(json.dumps({"gen": gen, "done": True}).encode())
+        send(encode_part({"gen": gen, "done": True}))
+
+
+#: the first byte of a message written by the standard library's `json`: one holding an integer beyond 64 bits or a
+#: lone surrogate, which orjson refuses to write (and would read such an integer back as a float)
+_STDLIB = b"\x00"
+
+
+def encode_part(message: dict[str, Any]) -> bytes:
+    """A message of the process as bytes: orjson's JSON (a part of 16 nodes in a tenth of the standard library's
+    time), else the standard library's behind `_STDLIB`."""
+    try:
+        return orjson.dumps(message)
+    except TypeError:  # orjson.JSONEncodeError
+        return _STDLIB + json.dumps(message).encode()
+
+
+def decode_part(data: bytes) -> Any:
+    """The message `encode_part` gave (ValueError for bytes that are not JSON)."""
+    if data[:1] == _STDLIB:
+        return json.loads(data[1:])
+    return orjson.loads(data)  # orjson.JSONDecodeError is a ValueError
 
 
 def plan_message(gen: int, plan: JobLogPlan) -> dict[str, Any]:

@@ -300,6 +300,27 @@ def test_a_gzip_file_read_by_the_process_is_the_same(started, tmp_path, monkeypa
     assert _theirs(_as_alone(process, root, monkeypatch)) > 0
 
 
+def test_work_numbers_beyond_64_bits_are_handed_over_exactly(started, tmp_path, monkeypatch, caplog):
+    """orjson writes no integer beyond 64 bits: a part holding one goes as the standard library writes it, and comes
+    back the same (not as a float the worker would refuse)."""
+    root = tmp_path / "wide"
+    folder = root / WORKLOAD / "0"
+    folder.mkdir(parents=True)
+    huge = -(10**19 - 1)  # a progress line's numbers are up to 19 digits and signed: below -2**63
+    for n, node in enumerate(NODES[:40]):
+        progress = (f"[rank{n}]:[E909 17:59:58.000465280 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) "
+                    f"Rank {n}] Exception (either an error or timeout) detected by watchdog at work: {huge}, last "
+                    f"enqueued NCCL work: {huge}, last completed NCCL work: {huge}.\n")  # fmt: skip
+        (folder / f"{node}.log").write_text(_training_block(n, 1) + (progress if n % 2 else ""))
+    assert any(p.last_completed == huge for log in _alone(root).logs.values() for p in log.progress)
+    process = started(_serving(root))
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert _theirs(_as_alone(process, root, monkeypatch)) > 0
+    assert not [r for r in caplog.records if r.name == LOGGER], "every part decoded"
+    assert job_log_share.decode_part(job_log_share.encode_part({"n": huge, "s": "\ud800"})) == {"n": huge,
+                                                                                                "s": "\ud800"}
+
+
 def test_without_shared_memory_the_process_scans_and_the_worker_reads_every_job_log(
     scan_processes, monkeypatch, caplog
 ):

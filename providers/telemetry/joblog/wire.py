@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import operator
 import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -191,16 +192,20 @@ _PLAIN = {"str": str, "int": int, "bool": bool, "str | None": str, "int | None":
 def _record(kind: type) -> tuple[Encode, Decode]:
     fields = dataclasses.fields(kind)
     names = [f.name for f in fields]
-    coders = [_coder(str(f.type)) for f in fields]
-    encoders = [(name, None if encode is _same else encode) for name, (encode, _) in zip(names, coders, strict=True)]
-    plain = [(i, _PLAIN[str(f.type)], str(f.type).endswith("None")) for i, f in enumerate(fields)
-             if str(f.type) in _PLAIN]  # fmt: skip
-    coded = [(i, decode) for i, (f, (_, decode)) in enumerate(zip(fields, coders, strict=True))
-             if str(f.type) not in _PLAIN]  # fmt: skip
+    types = [str(f.type) for f in fields]
+    coders = [_coder(t) for t in types]
     count = len(fields)
+    # the fields fetched at once (one C call), then the few that need a coder of their own coded
+    fetch = operator.attrgetter(*names) if count > 1 else lambda obj: (getattr(obj, names[0]),)
+    encoders = [(i, encode) for i, (encode, _) in enumerate(coders) if encode is not _same]
+    plain = [(i, _PLAIN[t], t.endswith("None")) for i, t in enumerate(types) if t in _PLAIN]
+    coded = [(i, decode) for i, (t, (_, decode)) in enumerate(zip(types, coders, strict=True)) if t not in _PLAIN]
 
     def encode(obj: Any, ctx: Any) -> list[Any]:
-        return [getattr(obj, name) if e is None else e(getattr(obj, name), ctx) for name, e in encoders]
+        values = list(fetch(obj))
+        for i, e in encoders:
+            values[i] = e(values[i], ctx)
+        return values
 
     def decode(value: Any, ctx: Any) -> Any:
         if type(value) is not list or len(value) != count:
@@ -209,10 +214,11 @@ def _record(kind: type) -> tuple[Encode, Decode]:
             v = value[i]
             if type(v) is not want and not (optional and v is None):  # a bool is not an int, nor an int a float
                 raise ValueError(f"a {kind.__name__}'s field {names[i]} holds a {type(v).__name__}")
-        values = list(value)
-        for i, d in coded:
-            values[i] = d(values[i], ctx)
-        return kind(*values)
+        if coded:
+            value = list(value)
+            for i, d in coded:
+                value[i] = d(value[i], ctx)
+        return kind(*value)
 
     return encode, decode
 
