@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 #: a name from a job log (a file's stem, torchelastic's `host`, an NCCL peer) -> the scope node it names, or None
@@ -12,6 +13,8 @@ ResolverFactory = Callable[[Sequence[str]], NodeResolver]
 
 #: bytes of one path component on Linux file systems (NAME_MAX)
 MAX_COMPONENT_BYTES = 255
+#: a control character (C0 or DEL)
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
 
 
 def exact_resolver(nodes: Sequence[str]) -> NodeResolver:
@@ -37,6 +40,6 @@ def is_safe_component(name: str) -> bool:
         return False
     if "/" in name or "\\" in name:
         return False
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+    if _CONTROL.search(name):
         return False
     return len(name.encode("utf-8", "surrogatepass")) <= MAX_COMPONENT_BYTES

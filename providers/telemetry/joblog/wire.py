@@ -16,6 +16,7 @@ import dataclasses
 import enum
 import functools
 import operator
+import os
 import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -257,7 +258,7 @@ def plan_to_wire(plan: JobLogPlan) -> dict[str, Any]:
     order, each node's file names (newest first) and byte share, and the node bound."""
     return {
         "folder": plan.folder,
-        "nodes": [[node, plan.shares[node], [f.path.name for f in plan.groups[node]]] for node in plan.order],
+        "nodes": [[node, plan.shares[node], [f.order[1] for f in plan.groups[node]]] for node in plan.order],
         "node_bytes": plan.node_bytes,
     }
 
@@ -274,6 +275,7 @@ def plan_from_wire(root: Path, value: Any, scope: Sequence[str], budget: Bytes, 
             raise ValueError("a node bound out of bounds")
         wanted = set(scope)
         attempt_dir = root / folder
+        where = str(attempt_dir)
         groups: dict[str, list[LogFile]] = {}
         shares: dict[str, int] = {}
         for node, share, names in entries:
@@ -284,7 +286,7 @@ def plan_from_wire(root: Path, value: Any, scope: Sequence[str], budget: Bytes, 
                 parsed = parse_file_name(name) if type(name) is str and is_safe_component(name) else None
                 if parsed is None:
                     raise ValueError("not a job-log file name")
-                files.append(LogFile(attempt_dir / name, f"{folder}/{name}", parsed[2], (parsed[1], name)))
+                files.append(LogFile(os.path.join(where, name), f"{folder}/{name}", parsed[2], (parsed[1], name)))
             if not files:
                 raise ValueError("a node without files")
             groups[node], shares[node] = files, share
