@@ -4,6 +4,10 @@ index of its text (the job-log reader's markers, the kernel blocks' keywords).
 A Hyperscan scan of a buffer costs about what reading it costs, whatever the number of texts: the kernel's five
 keywords, each looked for by `bytes.find`, took 52 us in a 16 KiB block, the one scan 4 us (a block of
 bench/fleet.py's kernel tree, 2026-12-06). Each thread scans with its own scratch space.
+
+A text of one byte is the exception: in the job-log reader's database the two of them (`\x1b`, `\x00`) made every
+scan of a 64 KiB tail take 93-95 us instead of 66-68 (2026-12-07), so such texts are found by `bytes.find` (memchr,
+about 3 us a tail where the byte is absent) and their matches merged with the database's.
 """
 
 from __future__ import annotations
@@ -26,10 +30,16 @@ class Literals:
     def __init__(self, words: Sequence[str]) -> None:
         if not words or not all(words):
             raise ValueError("a literal search needs texts, none of them empty")
-        self.lengths = tuple(len(w.encode()) for w in words)
-        self._database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        self._database.compile(expressions=[literal(w) for w in words], ids=list(range(len(words))), flags=0)
-        self._scratch = hyperscan.Scratch(self._database)
+        encoded = [w.encode() for w in words]
+        self.lengths = tuple(len(e) for e in encoded)
+        #: (the byte, its index) of each one-byte text, found apart
+        self._bytes = [(e, i) for i, e in enumerate(encoded) if len(e) == 1]
+        longer = [i for i, e in enumerate(encoded) if len(e) > 1]
+        self._database: hyperscan.Database | None = None
+        if longer:
+            self._database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+            self._database.compile(expressions=[literal(words[i]) for i in longer], ids=longer, flags=0)
+            self._scratch = hyperscan.Scratch(self._database)
         self._local = threading.local()
 
     def _thread_scratch(self) -> hyperscan.Scratch:
@@ -47,7 +57,13 @@ class Literals:
         def on_match(ident: int, _start: int, end: int, _flags: int, _context: object) -> None:
             add((end, ident))
 
-        self._database.scan(data, match_event_handler=on_match, scratch=self._thread_scratch())
+        if self._database is not None:
+            self._database.scan(data, match_event_handler=on_match, scratch=self._thread_scratch())
+        for byte, ident in self._bytes:
+            at = data.find(byte)
+            while at >= 0:
+                add((at + 1, ident))
+                at = data.find(byte, at + 1)
         found.sort()
         return found
 

@@ -35,6 +35,19 @@ def test_every_match_of_every_text_with_its_index(data: bytes) -> None:
     assert Literals(words).ends(data) == _every_match(words, data)
 
 
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["\x00", "\x1b"],  # one-byte texts alone: no Hyperscan database
+        ["\x1b", "\x1b[0m", "NVRM", "\x00", "a"],  # one byte, also the start of a longer text
+    ],
+)
+def test_one_byte_texts_found_apart_are_every_match_with_its_index(words: list[str]) -> None:
+    data = b"\x1b[0mNVRM\x00\x00 a \x1b\x1b\nNVRM\x1b[0m a\x00"
+    assert Literals(words).ends(data) == _every_match(words, data)
+    assert Literals(words).ends(b"\x00" * 5000 + b"\x1b") == _every_match(words, b"\x00" * 5000 + b"\x1b")
+
+
 def test_no_text_or_an_empty_one_is_refused() -> None:
     for words in ([], ["NVRM", ""]):
         with pytest.raises(ValueError, match="none of them empty"):
