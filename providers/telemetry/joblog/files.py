@@ -102,7 +102,7 @@ class JobLogRead:
 
 @dataclass(frozen=True)
 class LogFile:
-    path: str  # as listed (a str: a `Path` a file costs a sixth of a 4,096-node plan)
+    path: str  # as listed (a str: a `Path` a file cost about a third of a 4,096-node plan)
     rel: str
     gz: bool
     order: tuple[int, str]  # newest first when sorted ascending
