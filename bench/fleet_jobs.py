@@ -43,9 +43,14 @@ The worker calls `provider.after_fork()` first, as a server's worker does: with 
 reads the job logs; --scan-process 0,1 runs each case both ways, one after the other, and prints the scan process's
 peak RSS beside the worker's.
 
+With --against DIR (another checkout of this repository, its dependencies those of this one's interpreter) each
+case's worker runs from DIR's `bench/fleet_jobs.py` and from this one in turns, --rounds times, over the same trees:
+on a shared machine whose speed moves within minutes, only turns compare two versions. Each line then names its
+checkout.
+
     python bench/fleet_jobs.py --cases a,b,c --requests 3
     python bench/fleet_jobs.py --cases a,b,c --requests 3 --tree DIR --scan-process 0,1
-    python bench/fleet_jobs.py --cases a,b,c --requests 3 --tree DIR
+    python bench/fleet_jobs.py --cases a,b --requests 5 --tree DIR --against ../other-checkout --rounds 2
 
 Disk (real blocks: the job logs' heads are holes) and generation time, measured on 2 shared cores (load 1 to 3):
 cases a and b, 6.1 GiB of kernel logs (21 s) and 2.1 GiB of job-log text (29 s); b adds the culprit's 8 MiB file,
@@ -436,6 +441,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--c-tail-kib", type=int, default=128)
     parser.add_argument("--scan-process", default="1", help="ATTRIBUTION_KERNEL_LOG_SCAN_PROCESS: 1 (the default), "
                         "0, or 0,1 for both, one after the other for each case")
+    parser.add_argument("--against", type=Path, help="another checkout whose worker runs in turns with this one's")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds of turns (with --against)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # a case's spec (JSON)
     parser.add_argument("--scan", help=argparse.SUPPRESS)  # the untimed scan's spec (JSON)
     args = parser.parse_args(argv)
@@ -452,15 +459,22 @@ def main(argv: list[str] | None = None) -> None:
         specs = cases(args, root)
         print(f"trees ready in {time.perf_counter() - t0:.0f} s", flush=True)
         modes = [int(m) for m in args.scan_process.split(",")]
-        for name, spec in specs.items():
-            for mode in modes:
-                spec = {**spec, "scan_process": mode}
-                child = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], capture_output=True,
-                                       text=True, check=False, timeout=3600)  # fmt: skip
-                if child.returncode != 0:
-                    print(f"[{name}] worker failed ({child.returncode}): {child.stderr[-2000:]}", flush=True)
-                    continue
-                report(name, spec, json.loads(child.stdout.strip().splitlines()[-1]))
+        here = Path(__file__).resolve().parents[1]
+        checkouts = [here] if args.against is None else [args.against.resolve(), here]
+        for _ in range(args.rounds if args.against is not None else 1):
+            for checkout in checkouts:
+                script = checkout / "bench" / "fleet_jobs.py"
+                label = "" if args.against is None else f", {'this checkout' if checkout == here else checkout}"
+                for name, spec in specs.items():
+                    for mode in modes:
+                        spec = {**spec, "scan_process": mode}
+                        child = subprocess.run([sys.executable, str(script), "--worker", json.dumps(spec)],
+                                               capture_output=True, text=True, check=False, timeout=3600)  # fmt: skip
+                        if child.returncode != 0:
+                            print(f"[{name}{label}] worker failed ({child.returncode}): {child.stderr[-2000:]}",
+                                  flush=True)  # fmt: skip
+                            continue
+                        report(name + label, spec, json.loads(child.stdout.strip().splitlines()[-1]))
     finally:
         if args.tree is None:
             shutil.rmtree(root, ignore_errors=True)
