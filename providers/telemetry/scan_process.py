@@ -154,23 +154,19 @@ class ScanProcess:
     def _send(
         self, nodes: NodeNames, window: Window, deadline: Deadline, proof: bool, job_logs: bool
     ) -> Pending | None:
-        conn = self._conn
-        if conn is None:  # lost since `asked` looked
+        if self._conn is None:  # lost since `asked` looked
             return None
         self._asked += 1
         ask = {
             "id": self._asked, "nodes": list(nodes.nodes), "start": window.start.isoformat(),
             "end": window.end.isoformat(), "expires_at": deadline.expires_at, "proof": proof, "job_logs": job_logs,
         }  # fmt: skip
-        try:
-            conn.send_bytes(json.dumps(ask).encode())
-        except OSError as exc:
-            self._lost(f"the pipe cannot be written: {exc}")
+        if not self._tell(ask):
             return None
         return Pending(self, self._asked, nodes, window, deadline, job_logs)
 
     def _tell(self, message: dict[str, Any]) -> bool:
-        """Send the process a message of the request it serves; False when it is lost."""
+        """Send the process a message (an ask, or word on a request it serves); False when it is lost."""
         conn = self._conn
         if conn is None:
             return False
