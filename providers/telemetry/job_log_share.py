@@ -181,14 +181,8 @@ class WorkerShare:
     ) -> list[range]:
         self.finished = True
         start, end = self.state.theirs(), len(self.plan.order)
-        try:
-            while not self._done and not _covers(self._answered + self._failed, start, end):
-                if not self.conn.poll(max(deadline.remaining(), 0.0) + self._grace_s):
-                    self._gone("it did not hand over its job-log parts by the deadline")
-                    break
-                self._take(self.conn.recv_bytes(), reads, logs, late)
-        except (EOFError, OSError) as exc:
-            self._gone(f"its job-log parts could not be read: {exc!r}")
+        self._wait(lambda: _covers(self._answered + self._failed, start, end), reads, logs, late, deadline,
+                   "it did not hand over its job-log parts by the deadline")  # fmt: skip
         if self.state.lost:
             self._gone("it held the job-log share's lock")
         return _missing(self._answered, start, end)
@@ -202,12 +196,21 @@ class WorkerShare:
         self.finished = True
         self.state.stop(self.gen)
         ignored: dict[str, Any] = {}
+        self._wait(lambda: False, ignored, ignored, [], deadline,
+                   "it did not end its share of the job logs by the deadline")  # fmt: skip
+
+    def _wait(
+        self, enough: Callable[[], bool], reads: dict[str, NodeRead], logs: dict[str, NodeLog], late: list[str],
+        deadline: Deadline, late_why: str,
+    ) -> None:
+        """Take the process's messages until `enough()` or it says it is done; one that sends nothing by `deadline`
+        and the grace is taken as gone (`late_why`)."""
         try:
-            while not self._done:
+            while not self._done and not enough():
                 if not self.conn.poll(max(deadline.remaining(), 0.0) + self._grace_s):
-                    self._gone("it did not end its share of the job logs by the deadline")
-                    break
-                self._take(self.conn.recv_bytes(), ignored, ignored, [])
+                    self._gone(late_why)
+                    return
+                self._take(self.conn.recv_bytes(), reads, logs, late)
         except (EOFError, OSError) as exc:
             self._gone(f"its job-log parts could not be read: {exc!r}")
 
