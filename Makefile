@@ -6,38 +6,46 @@ STAMP := $(VENV)/.installed
 
 .PHONY: venv test lint openapi run docs load-long fuzz-deep bench clean image image-test
 
-$(STAMP): requirements.txt requirements-dev.txt
+$(STAMP): requirements.txt requirements-dev.txt requirements-build.txt
 	@echo "make: installing requirements-dev.txt into $(VENV) (the first time only; pip shows each package)"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --disable-pip-version-check --progress-bar off -r requirements-dev.txt
 	touch $(STAMP)
 
-venv: $(STAMP)
+## The compiled part (setup.py: the job-log reader's gap pass), built in place beside its source with the C compiler
+## and the Python headers of the machine; made again when its source changes.
+GAPS := $(VENV)/.built-gaps
+$(GAPS): setup.py providers/telemetry/joblog/_gaps.c
+	$(PY) setup.py -q build_ext --inplace
+	touch $@
 
-## test: create the virtual environment, install requirements-dev.txt and run every test
-test: $(STAMP)
+venv: $(STAMP) $(GAPS)
+
+## test: create the virtual environment, install requirements-dev.txt, build the compiled part and run every test
+test: $(STAMP) $(GAPS)
 	$(PY) -m pytest -q -W error
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 ## openapi: write the OpenAPI document to docs/openapi.json (checked in; a test compares it to a fresh export)
-openapi: $(STAMP)
+openapi: $(STAMP) $(GAPS)
 	$(PY) -m app.openapi > docs/openapi.json
 
-## clean: remove what the commands make: the virtual environment, the docs site, caches, and `pip install .`'s build/
+## clean: remove what the commands make: the virtual environment, the docs site, caches, the compiled part built in
+## place and the build/ folder setuptools leaves
 clean:
-	rm -rf $(VENV) site .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) site .pytest_cache .ruff_cache build *.egg-info providers/telemetry/joblog/_gaps.*.so
 
 ## run: serve the API on 127.0.0.1:8000 with the open telemetry provider on the sample telemetry in conf/samples.
 ## Installs requirements.txt only. Every ATTRIBUTION_* variable of the environment reaches the service as it is;
 ## the five below are defaults for when one is not set, e.g. `ATTRIBUTION_KERNEL_LOG_DIR=/srv/logs make run`.
 RUN_STAMP := $(VENV)/.installed-runtime
 
-$(RUN_STAMP): requirements.txt
+$(RUN_STAMP): requirements.txt requirements-build.txt
 	@echo "make: installing requirements.txt into $(VENV) (the first time only; pip shows each package)"
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --disable-pip-version-check --progress-bar off -r requirements.txt
+	$(PY) -m pip install --disable-pip-version-check --progress-bar off -r requirements.txt -r requirements-build.txt
 	touch $(RUN_STAMP)
 
 run: export ATTRIBUTION_PROVIDER ?= telemetry
@@ -45,7 +53,7 @@ run: export ATTRIBUTION_KERNEL_LOG_SOURCE ?= files
 run: export ATTRIBUTION_KERNEL_LOG_DIR ?= conf/samples/kernel-logs
 run: export ATTRIBUTION_EPILOG_DIR ?= conf/samples/epilog
 run: export ATTRIBUTION_JOB_LOG_DIR ?= conf/samples/job-logs
-run: $(RUN_STAMP)
+run: $(RUN_STAMP) $(GAPS)
 	exec $(VENV)/bin/gunicorn -c conf/gunicorn.conf.py wsgi:app
 
 ## docs: lint docs/openapi.json, build the static reference into site/ (Redocly CLI on the Node.js LTS pinned in
@@ -54,16 +62,16 @@ docs:
 	bash docs/build-site.sh
 
 ## load-long: the 60 s, 32-client load test with a worker killed under load (not run in CI)
-load-long: $(STAMP)
+load-long: $(STAMP) $(GAPS)
 	ATTRIBUTION_LOAD_SECONDS=60 $(PY) -m pytest -q -W error -s tests/load
 
 ## fuzz-deep: schemathesis with 2000 examples per operation against real gunicorn (not run in CI)
-fuzz-deep: $(STAMP)
+fuzz-deep: $(STAMP) $(GAPS)
 	ATTRIBUTION_FUZZ_EXAMPLES=2000 $(PY) -m pytest -q -W error tests/robustness/test_fuzz_openapi.py
 
 ## bench: print the benchmark figures: throughput per provider vs bare Flask (wrk), the maximal request over HTTP,
 ## workers' peak RSS, the provider benchmarks (bench/all.py), then the concurrency sweep. Needs wrk (apt-get install wrk).
-bench: $(STAMP)
+bench: $(STAMP) $(GAPS)
 	@command -v wrk >/dev/null 2>&1 || { echo "make bench: wrk is not installed (Debian/Ubuntu: apt-get install wrk); nothing was measured" >&2; exit 1; }
 	$(PY) bench/all.py
 	$(PY) bench/framing.py
@@ -93,5 +101,5 @@ image:
 
 ## image-test: build the image on a local debootstrap base with buildah and run it with podman, read-only, as its
 ## user (tests/image). Needs root, buildah, podman, runc and debootstrap (.ci/run installs them).
-image-test: $(STAMP)
+image-test: $(STAMP) $(GAPS)
 	ATTRIBUTION_IMAGE_TEST=1 $(PY) -m pytest -q -W error tests/image

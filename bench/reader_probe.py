@@ -9,9 +9,9 @@ node's tail of the bytes the reader takes (the request's bound shared out: 56 Ki
    progress line's `last completed NCCL work: N`, converting only the matches to numbers: it reads one line shape,
    knows nothing of the signal table, of where a rank wrote, of collector prefixes or of blocks;
 3. the exact reader's byte-level part alone: the same reads, the search for every marker of the signal table
-   (Hyperscan, `prefilter._SEARCH`: each match with its marker, the candidate lines found), the ranks that wrote in
-   the lines before the first candidate (`prefilter._line_start_keys`: a search for a `[rank` whose key is not yet
-   known) with each one's last line (`bytes.rfind`) and the count of lines, nothing parsed;
+   (Hyperscan, `prefilter._SEARCH`: each match with its marker, the candidate lines found), the lines before the
+   first candidate placed by the compiled gap pass (`_gaps.place`: the count of lines, each rank's last line), nothing
+   parsed;
 4. the same search by RE2 (one pattern of every candidate word, as the reader searched before it used Hyperscan),
    for the engines' comparison;
 5. the reader itself (`scan_job_logs`, no deadline): (3), plus every candidate line parsed into records.
@@ -38,12 +38,9 @@ from bench.fleet import host  # noqa: E402 - after the path tweak that lets the 
 from providers.base import Deadline  # noqa: E402
 from providers.telemetry.collection import collector_paused  # noqa: E402
 from providers.telemetry.joblog import ReadLimits, scan_job_logs  # noqa: E402
+from providers.telemetry.joblog._gaps import place  # noqa: E402
 from providers.telemetry.joblog.files import shared_bytes  # noqa: E402
-from providers.telemetry.joblog.prefilter import (  # noqa: E402
-    _SEARCH,
-    _line_start_keys,
-    candidate_words,
-)
+from providers.telemetry.joblog.prefilter import _SEARCH, candidate_words  # noqa: E402
 
 PROGRESS = re.compile(rb"last completed NCCL work: (\d+)")
 
@@ -77,9 +74,8 @@ def byte_level(paths: list[str], share: int) -> int:
         candidates = _SEARCH.lines(data)
         runs += len(candidates)
         first = candidates[0][0] if candidates else len(data)
-        for key in _line_start_keys(data, 0, first) or ():
-            data.rfind(b"[rank" + key + b"]:", 0, first)
-        data.count(b"\n")
+        if first:
+            place(data, 0, first)
     return runs
 
 

@@ -2,8 +2,9 @@
 
 The test machines reach no container registry, so the pinned base cannot be pulled and the build itself is not
 run here. What is checked instead: every file the Dockerfile copies exists and survives .dockerignore, the base
-image is pinned by tag and digest, only requirements.txt is installed, the final stage runs the Procfile's command
-as a numeric non-root user, and the writable paths are the ones the Kubernetes Deployment mounts.
+image is pinned by tag and digest, only requirements.txt is installed where the service runs (the compiled part's
+build tools in a build-only environment), the final stage runs the Procfile's command as a numeric non-root user,
+and the writable paths are the ones the Kubernetes Deployment mounts.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import re
 import shlex
 import subprocess
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -200,9 +202,10 @@ def test_every_stage_builds_on_python_311_slim_pinned_by_tag_and_digest(stages: 
     assert len({stage.base for stage in stages}) == 1, "the virtual environment must run on the Python it was made on"
 
 
-def test_only_requirements_txt_is_installed(stages: list[Stage]):
+def test_only_requirements_txt_is_installed_where_the_runtime_runs(stages: list[Stage]):
     installs = [run for stage in stages for run in stage.all("RUN") if re.search(r"\bpip3? install\b", run)]
     assert installs, "the Dockerfile installs no requirements"
+    into_runtime = 0
     for run in installs:
         for command in re.split(r"&&|;", run):
             words = shlex.split(command)
@@ -210,10 +213,32 @@ def test_only_requirements_txt_is_installed(stages: list[Stage]):
                 continue
             arguments = words[words.index("install") + 1 :]
             assert "--no-deps" in arguments, command
-            targets = [w for w in arguments if not w.startswith("-")]
-            assert [Path(t).name for t in targets] == ["requirements.txt"], f"installs more than that: {command}"
+            targets = [Path(w).name for w in arguments if not w.startswith("-")]
+            if targets == ["requirements-build.txt"]:
+                # the compiled part's build tools go into a virtual environment of the build stage's own
+                assert not words[0].startswith("/opt/venv/"), f"build tools in the runtime's environment: {command}"
+                continue
+            assert targets == ["requirements.txt"], f"installs more than that: {command}"
+            assert words[0].startswith("/opt/venv/"), command
+            into_runtime += 1
+    assert into_runtime == 1
     copied = _copy_sources(stages)
     assert "requirements.txt" in copied and "requirements-dev.txt" not in copied
+    # the runtime takes from the build stage only the service's environment and its code
+    for args in stages[-1].all("COPY"):
+        words = shlex.split(args)
+        if any(w.startswith("--from") for w in words):
+            assert words[-2:] in (["/opt/venv", "/opt/venv"], ["/app", "/app"]), args
+
+
+def test_the_build_tools_are_pinned_as_the_packages_build_system_pins_them():
+    pins = [
+        line.strip()
+        for line in (ROOT / "requirements-build.txt").read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert pins and all(re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][0-9A-Za-z.]*", pin) for pin in pins), pins
+    assert sorted(pins) == sorted(tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"])
 
 
 def test_requirements_txt_holds_no_test_tool():

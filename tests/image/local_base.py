@@ -8,6 +8,9 @@ expects of its base and this one provides:
 - `python` on the PATH (the official image has it in /usr/local/bin): Debian's `python-is-python3` gives
   /usr/bin/python;
 - the `venv` module with pip (`python3-venv`), and `groupadd`/`useradd` (in every Debian base);
+- the Python headers the compiled part is built with (the official image has them in /usr/local/include):
+  `libpython3.11-dev`; and a C compiler (`gcc`, `libc6-dev`), which the Dockerfile's build stage installs with
+  apt-get where its base has none (here the base has it, so the build needs no Debian mirror);
 - the certificate authorities the building machine trusts, so that pip reaches PyPI from inside the build exactly
   as it does from the machine (behind a TLS-inspecting proxy too): the machine's CA bundle replaces the base's.
 
@@ -27,7 +30,7 @@ import time
 from pathlib import Path
 
 SUITE = "bookworm"
-PACKAGES = ("python3", "python3-venv", "python-is-python3", "ca-certificates")
+PACKAGES = ("python3", "python3-venv", "python-is-python3", "ca-certificates", "libpython3.11-dev", "gcc", "libc6-dev")
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 DEFAULT_CACHE = Path("/var/cache/attribution-adapter")
 #: a cached root filesystem older than this is made again (it then carries the suite's current security updates)

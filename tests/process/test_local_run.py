@@ -186,7 +186,7 @@ def test_make_run_passes_every_attribution_variable_of_the_environment_through(m
     assert server.post(request).status_code == 413
 
 
-def test_make_run_installs_requirements_txt_only():
+def test_make_run_installs_requirements_txt_only_and_builds_the_compiled_part():
     plan = subprocess.run(
         ["make", "--no-print-directory", "-n", "-B", "run"],
         cwd=ROOT,
@@ -197,8 +197,13 @@ def test_make_run_installs_requirements_txt_only():
         check=True,
     ).stdout
     installs = [line for line in plan.splitlines() if "pip install" in line]
-    assert installs and all(line.rstrip().endswith("-r requirements.txt") for line in installs), plan
+    assert installs, plan
+    for line in installs:  # the runtime's requirements, and the pinned tools that build the compiled part
+        words = line.split()
+        files = [words[i + 1] for i, word in enumerate(words) if word == "-r"]
+        assert files == ["requirements.txt", "requirements-build.txt"], line
     assert "requirements-dev.txt" not in plan
+    assert any(line.endswith("setup.py -q build_ext --inplace") for line in plan.splitlines()), plan
 
 
 def test_the_readme_slow_example_pastes_as_is_and_continues_the_fast_session(make_run):

@@ -13,12 +13,10 @@ prefix, that its rank wrote there. `feed_tail` therefore looks at a node's tail 
 - every line while the parser is inside a block (a traceback, torchelastic's summary, a CRI line in parts, a
   `Last error:` waiting for its quote) is fed one by one, as the line reader always did; torchelastic's summary is cut
   out of the buffer up to its closing line and taken at once where nothing else can apply to its lines;
-- the lines between candidates (a *gap*) are taken in bulk: their count (one count of newlines) and each rank's last
-  line, found by C-level searches and never by splitting lines. Where every `[rank` of the gap starts its line (the
-  usual job log), the ranks that wrote there are the keys of a search for a `[rank` whose key is not yet known (a
-  negative lookahead of the known ones, compiled once per set of keys: `_unknown_rank`), started from the keys of the
-  gap's first lines (a short gap: every line's key found at once, and its `[rank`s counted to be as many), and each
-  rank's last line is `bytes.rfind(b"[rankN]:")`. Only those last lines are decoded.
+- the lines between candidates (a *gap*) are taken in bulk by one compiled walk over their bytes (`_gaps.place`,
+  built from `_gaps.c`): a line at a time by `memchr`, it counts the lines and keeps each rank's last prefixed line
+  and its number, where every `[rank` of the gap starts its line, well formed (the usual job log). Only those last
+  lines are decoded, in Python.
 - a gap holding a `[rank` that does not start its line (behind a collector's time, a host, a label, a second prefix on
   a line, a malformed one) is read by the byte patterns that place a prefix as the parser does (`_skip_placed`):
   the line's first `[rank`, well formed, within the first 512 bytes; a stretch holding any other `[rank` is halved
@@ -30,7 +28,6 @@ the real and generated logs of the tests and on every row of the signal table.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections import Counter
 
@@ -45,6 +42,14 @@ from providers.telemetry.joblog.lines import (
 from providers.telemetry.joblog.patterns import MAX_LINE_CHARS, PREFIX_SCAN
 from providers.telemetry.joblog.signals import MARKERS, STANDALONE
 from providers.telemetry.literals import Literals
+
+try:
+    from providers.telemetry.joblog._gaps import place
+except ImportError as error:  # a checkout where the compiled part was never built
+    raise ImportError(
+        "providers.telemetry.joblog._gaps is not built: `make venv` (or `python setup.py build_ext --inplace`) "
+        "builds it"
+    ) from error
 
 #: texts that make a line a candidate besides the table's markers: they open or mark what the parser follows
 STRUCTURAL = (
@@ -107,16 +112,6 @@ _RANK_LINE_BRACKETS = re.compile(rb"\n(?:[^\n\[]|\[(?!rank)){0,%d}\[rank(\d{1,9}
 #: (a search for the literal `[rank`) both counts them and reads the keys
 _RANK_AT_START = re.compile(rb"\[rank(?:(?<=\n\[rank)(\d{1,9}+)\]:|)")
 _RANK_KEY = re.compile(rb"\[rank(\d{1,9}+)\]:")
-#: the keys of the rank prefixes that start the lines of a stretch after its first (where the search for unknown keys
-#: starts from); a search for its literal start, which `^` would not allow
-_LINE_KEYS = re.compile(rb"\n\[rank(\d{1,9}+)\]:")
-#: bytes of a gap's first lines whose keys the search for unknown keys starts from; doubled at each key it finds
-_SAMPLE_BYTES = 4096
-#: a gap at most this long is placed from all its lines' keys, found at once, and a count of its `[rank`s
-_SMALL_GAP = 24 * 1024
-#: keys found by the search beyond the first lines before the gap is read by the byte patterns instead (a node
-#: whose ranks keep appearing: each new set of keys is a pattern to compile)
-_MAX_ROUNDS = 6
 
 
 def candidate_words() -> tuple[str, ...]:
@@ -315,74 +310,12 @@ def text_lines(data: bytes) -> list[str]:
 
 def _skip(parser: NodeParser, data: bytes, start: int, end: int) -> None:
     """Take the lines of `data[start:end]` (whole lines, none a candidate, the parser in no block) in bulk."""
-    keys = _line_start_keys(data, start, end)
-    if keys is None:
+    found = place(data, start, end)
+    if found is None:
         _skip_placed(parser, data, start, end)
         return
-    newline_end = data[end - 1] == 0x0A
-    lasts: dict[int, int] = {}  # rank -> where its last line starts, in order of first sight
-    for key in keys:
-        at = data.rfind(b"[rank" + key + b"]:", start, end)
-        if at >= 0:
-            rank = int(key)
-            if at > lasts.get(rank, -1):
-                lasts[rank] = at
-    numbers: dict[int, int] = {}  # where a last line starts -> its number in the gap
-    lines = 0  # newlines before `counted`: one count over the gap in all
-    counted = start
-    for at in sorted(lasts.values()):
-        lines += data.count(b"\n", counted, at)
-        counted = at
-        numbers[at] = lines + 1
-    lines += data.count(b"\n", counted, end)
-    seen: dict[int, tuple[int, str]] = {}
-    for rank, at in lasts.items():
-        tail = data.find(b"\n", at, end)
-        seen[rank] = (numbers[at], _text(data[at : tail if tail >= 0 else end]))
-    last = max(lasts, key=lasts.__getitem__) if lasts else None
-    parser.absorb(lines + (0 if newline_end else 1), seen, last)
-
-
-def _line_start_keys(data: bytes, start: int, end: int) -> list[bytes] | None:
-    """The keys of the rank prefixes of `data[start:end]` (each once, in order of first sight) when every `[rank` there
-    starts its line, well formed; None otherwise (the byte patterns place them: `_skip_placed`)."""
-    first = _RANK_KEY.match(data, start, end)
-    if end - start <= _SMALL_GAP:
-        # every line's key at once, and every `[rank` of the gap counted: when they are as many, each starts its line
-        # (cheaper for a short gap than compiling a search for its set of keys)
-        every = [first.group(1)] if first else []
-        every += _LINE_KEYS.findall(data, start, end)
-        return list(dict.fromkeys(every)) if len(every) == data.count(_RANK, start, end) else None
-    reach = start + _SAMPLE_BYTES
-    sample = _LINE_KEYS.findall(data, start, min(end, reach))
-    keys = list(dict.fromkeys([first.group(1), *sample] if first else sample))
-    pos = start
-    for _ in range(_MAX_ROUNDS):
-        m = _unknown_rank(tuple(sorted(keys))).search(data, pos, end)
-        if m is None:
-            return keys
-        at = m.start()
-        if (at > 0 and data[at - 1] != 0x0A) or _RANK_KEY.match(data, at, end) is None:
-            return None  # a `[rank` that is not a line's well-formed prefix
-        reach = max(reach, at) + (reach - start)  # what is read next grows as keys keep appearing
-        for key in [_RANK_KEY.match(data, at, end).group(1), *_LINE_KEYS.findall(data, at, min(end, reach))]:
-            if key not in keys:
-                keys.append(key)
-        pos = at
-    return None
-
-
-@functools.lru_cache(maxsize=32768)
-def _unknown_rank(keys: tuple[bytes, ...]) -> re.Pattern[bytes]:
-    """A search for the next `[rank` that does not start its line or whose key is none of `keys` (a node's set of
-    keys is asked for again by each request that reads it)."""
-    if not keys:
-        return re.compile(rb"\[rank")
-    by_head: dict[bytes, list[bytes]] = {}
-    for key in keys:
-        by_head.setdefault(key[:-1], []).append(key[-1:])
-    known = b"|".join(re.escape(head) + b"[" + b"".join(tails) + b"]" for head, tails in sorted(by_head.items()))
-    return re.compile(rb"\[rank(?:(?<=[^\n]\[rank)|(?!(?:" + known + rb")\]:))")
+    lines, placed, last = found
+    parser.absorb(lines, {rank: (number, _text(data[at:tail])) for rank, at, tail, number in placed}, last)
 
 
 def _skip_placed(parser: NodeParser, data: bytes, start: int, end: int) -> None:
