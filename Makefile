@@ -12,30 +12,31 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-build.txt
 	$(PY) -m pip install --disable-pip-version-check --progress-bar off -r requirements-dev.txt
 	touch $(STAMP)
 
-## The compiled part (setup.py: the job-log reader's gap pass), built in place beside its source with the C compiler
-## and the Python headers of the machine; made again when its source changes.
-GAPS := $(VENV)/.built-gaps
-$(GAPS): setup.py providers/telemetry/joblog/_gaps.c
+## The compiled parts (setup.py: the job-log reader's gap pass, the kernel-log block's stamp facts), built in place
+## beside their sources with the C compiler and the Python headers of the machine; made again when a source changes.
+COMPILED_SOURCES := providers/telemetry/joblog/_gaps.c providers/telemetry/kernel/sources/_stamps.c
+COMPILED := $(VENV)/.built-compiled
+$(COMPILED): setup.py $(COMPILED_SOURCES)
 	$(PY) setup.py -q build_ext --inplace
 	touch $@
 
-venv: $(STAMP) $(GAPS)
+venv: $(STAMP) $(COMPILED)
 
-## test: create the virtual environment, install requirements-dev.txt, build the compiled part and run every test
-test: $(STAMP) $(GAPS)
+## test: create the virtual environment, install requirements-dev.txt, build the compiled parts and run every test
+test: $(STAMP) $(COMPILED)
 	$(PY) -m pytest -q -W error
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 ## openapi: write the OpenAPI document to docs/openapi.json (checked in; a test compares it to a fresh export)
-openapi: $(STAMP) $(GAPS)
+openapi: $(STAMP) $(COMPILED)
 	$(PY) -m app.openapi > docs/openapi.json
 
-## clean: remove what the commands make: the virtual environment, the docs site, caches, the compiled part built in
+## clean: remove what the commands make: the virtual environment, the docs site, caches, the compiled parts built in
 ## place and the build/ folder setuptools leaves
 clean:
-	rm -rf $(VENV) site .pytest_cache .ruff_cache build *.egg-info providers/telemetry/joblog/_gaps.*.so
+	rm -rf $(VENV) site .pytest_cache .ruff_cache build *.egg-info $(COMPILED_SOURCES:.c=.*.so)
 
 ## run: serve the API on 127.0.0.1:8000 with the open telemetry provider on the sample telemetry in conf/samples.
 ## Installs requirements.txt only. Every ATTRIBUTION_* variable of the environment reaches the service as it is;
@@ -53,7 +54,7 @@ run: export ATTRIBUTION_KERNEL_LOG_SOURCE ?= files
 run: export ATTRIBUTION_KERNEL_LOG_DIR ?= conf/samples/kernel-logs
 run: export ATTRIBUTION_EPILOG_DIR ?= conf/samples/epilog
 run: export ATTRIBUTION_JOB_LOG_DIR ?= conf/samples/job-logs
-run: $(RUN_STAMP) $(GAPS)
+run: $(RUN_STAMP) $(COMPILED)
 	exec $(VENV)/bin/gunicorn -c conf/gunicorn.conf.py wsgi:app
 
 ## docs: lint docs/openapi.json, build the static reference into site/ (Redocly CLI on the Node.js LTS pinned in
@@ -62,16 +63,16 @@ docs:
 	bash docs/build-site.sh
 
 ## load-long: the 60 s, 32-client load test with a worker killed under load (not run in CI)
-load-long: $(STAMP) $(GAPS)
+load-long: $(STAMP) $(COMPILED)
 	ATTRIBUTION_LOAD_SECONDS=60 $(PY) -m pytest -q -W error -s tests/load
 
 ## fuzz-deep: schemathesis with 2000 examples per operation against real gunicorn (not run in CI)
-fuzz-deep: $(STAMP) $(GAPS)
+fuzz-deep: $(STAMP) $(COMPILED)
 	ATTRIBUTION_FUZZ_EXAMPLES=2000 $(PY) -m pytest -q -W error tests/robustness/test_fuzz_openapi.py
 
 ## bench: print the benchmark figures: throughput per provider vs bare Flask (wrk), the maximal request over HTTP,
 ## workers' peak RSS, the provider benchmarks (bench/all.py), then the concurrency sweep. Needs wrk (apt-get install wrk).
-bench: $(STAMP) $(GAPS)
+bench: $(STAMP) $(COMPILED)
 	@command -v wrk >/dev/null 2>&1 || { echo "make bench: wrk is not installed (Debian/Ubuntu: apt-get install wrk); nothing was measured" >&2; exit 1; }
 	$(PY) bench/all.py
 	$(PY) bench/framing.py
@@ -101,5 +102,5 @@ image:
 
 ## image-test: build the image on a local debootstrap base with buildah and run it with podman, read-only, as its
 ## user (tests/image). Needs root, buildah, podman, runc and debootstrap (.ci/run installs them).
-image-test: $(STAMP) $(GAPS)
+image-test: $(STAMP) $(COMPILED)
 	ATTRIBUTION_IMAGE_TEST=1 $(PY) -m pytest -q -W error tests/image

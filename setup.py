@@ -1,7 +1,8 @@
-"""The compiled part of the service: the job-log reader's gap pass (providers/telemetry/joblog/_gaps.c).
+"""The compiled parts of the service: the job-log reader's gap pass (providers/telemetry/joblog/_gaps.c) and the
+kernel-log block's stamp facts (providers/telemetry/kernel/sources/_stamps.c).
 
-Everything else is in pyproject.toml. `make venv` builds it in place for a checkout (`setup.py build_ext --inplace`);
-`pip install .` and the image build it as well.
+Everything else is in pyproject.toml. `make venv` builds them in place for a checkout (`setup.py build_ext
+--inplace`); `pip install .` and the image build them as well.
 """
 
 from setuptools import Extension, setup
@@ -12,6 +13,11 @@ setup(
             "providers.telemetry.joblog._gaps",
             ["providers/telemetry/joblog/_gaps.c"],
             extra_compile_args=["-O3", "-Wall", "-Wextra"],
-        )
+        ),
+        Extension(
+            "providers.telemetry.kernel.sources._stamps",
+            ["providers/telemetry/kernel/sources/_stamps.c"],
+            extra_compile_args=["-O3", "-Wall", "-Wextra"],
+        ),
     ]
 )

@@ -2,7 +2,7 @@
 
 The test machines reach no container registry, so the pinned base cannot be pulled and the build itself is not
 run here. What is checked instead: every file the Dockerfile copies exists and survives .dockerignore, the base
-image is pinned by tag and digest, only requirements.txt is installed where the service runs (the compiled part's
+image is pinned by tag and digest, only requirements.txt is installed where the service runs (the compiled parts'
 build tools in a build-only environment), the final stage runs the Procfile's command as a numeric non-root user,
 and the writable paths are the ones the Kubernetes Deployment mounts.
 """
@@ -215,7 +215,7 @@ def test_only_requirements_txt_is_installed_where_the_runtime_runs(stages: list[
             assert "--no-deps" in arguments, command
             targets = [Path(w).name for w in arguments if not w.startswith("-")]
             if targets == ["requirements-build.txt"]:
-                # the compiled part's build tools go into a virtual environment of the build stage's own
+                # the compiled parts' build tools go into a virtual environment of the build stage's own
                 assert not words[0].startswith("/opt/venv/"), f"build tools in the runtime's environment: {command}"
                 continue
             assert targets == ["requirements.txt"], f"installs more than that: {command}"

@@ -8,7 +8,7 @@ expects of its base and this one provides:
 - `python` on the PATH (the official image has it in /usr/local/bin): Debian's `python-is-python3` gives
   /usr/bin/python;
 - the `venv` module with pip (`python3-venv`), and `groupadd`/`useradd` (in every Debian base);
-- the Python headers the compiled part is built with (the official image has them in /usr/local/include):
+- the Python headers the compiled parts are built with (the official image has them in /usr/local/include):
   `libpython3.11-dev`; and a C compiler (`gcc`, `libc6-dev`), which the Dockerfile's build stage installs with
   apt-get where its base has none (here the base has it, so the build needs no Debian mirror);
 - the certificate authorities the building machine trusts, so that pip reaches PyPI from inside the build exactly

@@ -276,12 +276,13 @@ def test_the_image_holds_the_runtime_and_no_test_doc_or_sample_file(image: str) 
     ).stdout.splitlines()  # fmt: skip
     files = set(listing)
     tracked = _tracked()
-    # /app holds exactly the runtime files the Dockerfile copies (and their compiled bytecode), and the compiled part
-    # the build stage made (setup.py), once; the build stage's own environment and sources stay behind.
+    # /app holds exactly the runtime files the Dockerfile copies (and their compiled bytecode), and each compiled part
+    # the build stage made (setup.py) beside its source, once; the build stage's environment and sources stay behind.
     in_app = {p[len("/app/") :] for p in files if p.startswith("/app/") and "/__pycache__/" not in p}
     expected = {p for p in tracked if p.startswith(RUNTIME) or p in RUNTIME}
-    built = {p for p in in_app if p.startswith("providers/telemetry/joblog/_gaps.") and p.endswith(".so")}
-    assert len(built) == 1, in_app - expected
+    built = {p for p in in_app if p.endswith(".so")}
+    sources = sorted(p for p in tracked if p.startswith("providers/") and p.endswith(".c"))
+    assert len(sources) == 2 and sorted(p.split(".")[0] for p in built) == [p[: -len(".c")] for p in sources], built
     assert in_app - built == expected
     assert not any(f.startswith(("/opt/build/", "/build/")) for f in files)
     # Nowhere a copy could have put it is a test, doc, benchmark, manifest or sample file of the repository (the

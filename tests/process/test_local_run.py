@@ -186,7 +186,7 @@ def test_make_run_passes_every_attribution_variable_of_the_environment_through(m
     assert server.post(request).status_code == 413
 
 
-def test_make_run_installs_requirements_txt_only_and_builds_the_compiled_part():
+def test_make_run_installs_requirements_txt_only_and_builds_the_compiled_parts():
     plan = subprocess.run(
         ["make", "--no-print-directory", "-n", "-B", "run"],
         cwd=ROOT,
@@ -198,7 +198,7 @@ def test_make_run_installs_requirements_txt_only_and_builds_the_compiled_part():
     ).stdout
     installs = [line for line in plan.splitlines() if "pip install" in line]
     assert installs, plan
-    for line in installs:  # the runtime's requirements, and the pinned tools that build the compiled part
+    for line in installs:  # the runtime's requirements, and the pinned tools that build the compiled parts
         words = line.split()
         files = [words[i + 1] for i, word in enumerate(words) if word == "-r"]
         assert files == ["requirements.txt", "requirements-build.txt"], line

@@ -35,6 +35,14 @@ from providers.telemetry.cache import Bounded
 from providers.telemetry.kernel.collect import KEYWORDS
 from providers.telemetry.literals import Literals
 
+try:
+    from providers.telemetry.kernel.sources._stamps import facts as stamp_facts
+except ImportError as error:  # a checkout where the compiled part was never built
+    raise ImportError(
+        "providers.telemetry.kernel.sources._stamps is not built: `make venv` (or `python setup.py build_ext "
+        "--inplace`) builds it"
+    ) from error
+
 #: what the cache of block summaries may hold, in bytes (estimated: packed stamps and the summary's objects)
 BLOCK_CACHE_BYTES = 32 * 1024 * 1024
 #: a file modified less than this long ago may change again within one tick of a coarse file-system clock without
@@ -50,6 +58,9 @@ BOUNDS = 8192
 #: every `[seconds]` of a block: a line's kernel stamp (parse.py `_MONO`) is one of them, so when none repeats no
 #: two lines share a kernel stamp and none continues the record before it
 BRACKET = re.compile(rb"\[ *(\d+\.\d+)\]")
+#: a stamp shape's parts, as `_stamps.facts` takes them (search.Shape.parts): the separator between date and time,
+#: the fraction's separator (b"" without a fraction), the fraction's digits and the offset
+StampParts = tuple[bytes, bytes, int, bytes]
 #: the memory a block's summary takes with its key in the cache, estimated (its marked lines: 40 bytes more each)
 _SUMMARY_BYTES = 800
 
@@ -75,27 +86,30 @@ class Block:
         return _SUMMARY_BYTES + 40 * len(self.marked)
 
 
-def analyse(view: bytes, end: int, pattern: re.Pattern[bytes]) -> Block | None:
+def analyse(view: bytes, end: int, pattern: re.Pattern[bytes], parts: StampParts) -> Block | None:
     """The facts of `view` (whole lines, ending with a newline, the last of them ending at file offset `end`) for
     the stamp `pattern` (one match at each newline, the block searched with one put before it: the line's stamp, or
-    b"" when it does not start with one); None when it cannot be counted from its stamps (its lines are then parsed
-    one by one)."""
-    stamps = sorted_stamps(view, pattern)
-    if stamps is None:
+    b"" when it does not start with one), whose `parts` are the shape's separator, fraction separator, fraction
+    digits and offset; None when it cannot be counted from its stamps (its lines are then parsed one by one).
+
+    One compiled walk (`_stamps.facts`) decides what `sorted_stamps` and the `[seconds]` search decide, with no
+    object made per line."""
+    found = stamp_facts(view, *parts)
+    if found is None:
         return None
+    count, first, last, repeats = found
     marked = keyword_lines(view)
-    brackets = BRACKET.findall(view)
-    if len(set(brackets)) != len(brackets):
+    if repeats:
         # A `[seconds]` value repeats: lines holding it may share a kernel stamp (a record of several lines),
         # so they are fed one by one too; every other line's kernel stamp is its own.
-        marked = sorted(set(marked).union(repeated_lines(view, brackets)))
+        marked = sorted(set(marked).union(repeated_lines(view, BRACKET.findall(view))))
     last_at = view.rfind(b"\n", 0, len(view) - 1) + 1
     return Block(
         end,
         pattern.pattern,
-        len(stamps),
-        stamps[0],
-        stamps[-1],
+        count,
+        first,
+        last,
         tuple(marked),
         tuple(BRACKET.findall(view, 0, view.find(b"\n"))),
         tuple(BRACKET.findall(view, last_at)),

@@ -257,7 +257,7 @@ class Reader:
         if self.node is None or self._shape is False:
             return self.block(view, len(view))
         shape = self._shape_of(view)
-        block = None if shape is None else analyse(view, start + len(view), shape.pattern)
+        block = None if shape is None else analyse(view, start + len(view), shape.pattern, shape.parts)
         if block is None:
             return any(self.feed(raw) for raw in view[:-1].split(b"\n"))
         assert shape is not None
@@ -297,7 +297,7 @@ class Reader:
         if self.node is not None and self._shape is not False:
             shape = self._shape_of(data)
             view = data[:end] if end < len(data) else data
-            block = None if shape is None else analyse(view, end, shape.pattern)
+            block = None if shape is None else analyse(view, end, shape.pattern, shape.parts)
             if block is not None:
                 assert shape is not None
                 return self._by_stamps(block, view, shape)

@@ -99,6 +99,22 @@ _STAMP = re.compile(rb"(\d{4}-\d\d-\d\d)([T ])(\d\d:\d\d:\d\d)(?:([.,])(\d{1,6})
 _SHAPES: dict[tuple[bytes, bytes, int, bytes], re.Pattern[bytes]] = {}
 
 
+def stamp_pattern(sep: bytes, fsep: bytes, digits: int, offset: bytes) -> re.Pattern[bytes]:
+    """The search for the stamps of one shape in a block: one match at each newline (the block is searched with one
+    put before it), the line's stamp, or b"" for a line that does not start with one (no newline is counted apart)."""
+    key = (sep, fsep, digits, offset)
+    pattern = _SHAPES.get(key)
+    if pattern is None:
+        fraction = re.escape(fsep) + rb"\d{%d}" % digits if digits else b""
+        pattern = re.compile(
+            rb"\n(?:(\d{4}-\d\d-\d\d" + re.escape(sep) + rb"(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d" + fraction
+            + re.escape(offset) + rb")(?=[ \t\f\v])|)"
+        )  # fmt: skip
+        if len(_SHAPES) < 256:
+            _SHAPES[key] = pattern
+    return pattern
+
+
 #: shapes with the bounds of recent windows (False: a shape the window cannot be written in)
 _KNOWN: dict[tuple[object, ...], Shape | bool] = {}
 
@@ -113,6 +129,8 @@ class Shape:
     start_exact: bool  # the window's start is written exactly at this precision
     end_key: bytes
     hi_key: bytes
+    #: what the pattern is made of (blocks.StampParts): separator, fraction separator, fraction digits, offset
+    parts: tuple[bytes, bytes, int, bytes]
 
     @classmethod
     def detect(cls, data: bytes, collector: Collector, hi: datetime) -> Shape | None:
@@ -149,19 +167,8 @@ class Shape:
             keys.append((text + offset.decode()).encode())
         start = collector.window.start.astimezone(zone)
         exact = start.microsecond % 10 ** (6 - digits) == 0
-        key = (sep, fsep, digits, offset)
-        pattern = _SHAPES.get(key)
-        if pattern is None:
-            # One match at each newline (the block is searched with one put before it): the line's stamp, or b""
-            # for a line that does not start with one (no newline is counted apart).
-            fraction = re.escape(fsep) + rb"\d{%d}" % digits if digits else b""
-            pattern = re.compile(
-                rb"\n(?:(\d{4}-\d\d-\d\d" + re.escape(sep) + rb"(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d" + fraction
-                + re.escape(offset) + rb")(?=[ \t\f\v])|)"
-            )  # fmt: skip
-            if len(_SHAPES) < 256:
-                _SHAPES[key] = pattern
-        return cls(pattern, zone, keys[0], exact, keys[1], keys[2])
+        pattern = stamp_pattern(sep, fsep, digits, offset)
+        return cls(pattern, zone, keys[0], exact, keys[1], keys[2], (sep, fsep if digits else b"", digits, offset))
 
     def holds(self, first: bytes, last: bytes) -> bool:
         """Every stamp from `first` to `last` (in order) lies in the window, as count_before and the end key judge."""

@@ -1,0 +1,237 @@
+/* The kernel-log block's stamp facts, compiled: one walk over a block's bytes instead of a Python object per line.
+
+A block (providers/telemetry/kernel/sources/blocks.py) is whole lines of one host's log. `analyse` keeps a summary of
+it when it can be counted from its stamps: every line starts with a stamp of the file's one shape (search.Shape: the
+date, a separator, the time of day, a fraction of `digits` digits behind its separator, the offset, then a blank),
+the stamps are in order, their days exist, and the block is ASCII without NUL. `facts(view, sep, fraction_sep,
+digits, offset)` finds that in one walk, a line at a time, and whether any `[seconds]` value (blocks.BRACKET: `[`,
+blanks, digits, `.`, digits, `]`, anywhere on a line) is found twice; it returns (lines, first stamp, last stamp,
+a value repeats) or None for a block that cannot be counted so, exactly as blocks.sorted_stamps and the BRACKET
+search decide (tests/telemetry/test_stamp_facts.py compares them on generated blocks). Nothing is kept per line but a
+pointer to the previous stamp and a table of the values seen. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+static int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+
+static int number(const unsigned char *p, int n) {
+    int value = 0;
+    for (int i = 0; i < n; i++) value = value * 10 + (p[i] - '0');
+    return value;
+}
+
+/* The day `p` (`YYYY-MM-DD`, digits checked) exists, in years 2 to 9998 (what the line parser converts). */
+static int valid_day(const unsigned char *p) {
+    static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int year = number(p, 4), month = number(p + 5, 2), day = number(p + 8, 2);
+    if (year <= 1 || year >= 9999 || month < 1 || month > 12 || day < 1) return 0;
+    int leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    return day <= days[month - 1] + (month == 2 && leap);
+}
+
+typedef struct {
+    const char *sep, *fraction_sep, *offset;
+    Py_ssize_t sep_len, fraction_sep_len, offset_len;
+    int digits;
+} Shape;
+
+/* The length of the stamp starting at `p` with `room` bytes before the region's end (the blank behind it
+   included in `room`, not in the length), or 0 when none starts there. */
+static Py_ssize_t stamp_at(const unsigned char *p, Py_ssize_t room, const Shape *s) {
+    Py_ssize_t n = 10 + s->sep_len + 8 + (s->digits ? s->fraction_sep_len + s->digits : 0) + s->offset_len;
+    if (room < n + 1) return 0;
+    static const char date[] = "dddd-dd-dd";
+    for (int i = 0; i < 10; i++)
+        if (date[i] == 'd' ? !is_digit(p[i]) : p[i] != '-') return 0;
+    const unsigned char *q = p + 10;
+    if (memcmp(q, s->sep, (size_t)s->sep_len) != 0) return 0;
+    q += s->sep_len;
+    /* (?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d */
+    if (!((q[0] == '0' || q[0] == '1') ? is_digit(q[1]) : (q[0] == '2' && q[1] >= '0' && q[1] <= '3'))) return 0;
+    if (q[2] != ':' || q[3] < '0' || q[3] > '5' || !is_digit(q[4])) return 0;
+    if (q[5] != ':' || q[6] < '0' || q[6] > '5' || !is_digit(q[7])) return 0;
+    q += 8;
+    if (s->digits) {
+        if (memcmp(q, s->fraction_sep, (size_t)s->fraction_sep_len) != 0) return 0;
+        q += s->fraction_sep_len;
+        for (int i = 0; i < s->digits; i++)
+            if (!is_digit(q[i])) return 0;
+        q += s->digits;
+    }
+    if (memcmp(q, s->offset, (size_t)s->offset_len) != 0) return 0;
+    q += s->offset_len;
+    if (*q != ' ' && *q != '\t' && *q != '\f' && *q != '\v') return 0;
+    return n;
+}
+
+/* A set of byte strings (pointers into the block), open addressing. */
+typedef struct {
+    const unsigned char **keys;
+    Py_ssize_t *lengths;
+    Py_ssize_t count, mask;
+} Values;
+
+static uint64_t hash_of(const unsigned char *p, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+static int values_init(Values *v) {
+    v->count = 0;
+    v->mask = 255;
+    v->keys = PyMem_RawCalloc((size_t)(v->mask + 1), sizeof(*v->keys));
+    v->lengths = PyMem_RawMalloc(sizeof(*v->lengths) * (size_t)(v->mask + 1));
+    return v->keys && v->lengths ? 0 : -1;
+}
+
+static void values_free(Values *v) {
+    PyMem_RawFree(v->keys);
+    PyMem_RawFree(v->lengths);
+}
+
+static Py_ssize_t values_slot(const Values *v, const unsigned char *p, Py_ssize_t n, uint64_t h) {
+    Py_ssize_t i = (Py_ssize_t)(h & (uint64_t)v->mask);
+    while (v->keys[i] && !(v->lengths[i] == n && memcmp(v->keys[i], p, (size_t)n) == 0)) i = (i + 1) & v->mask;
+    return i;
+}
+
+/* Add `p[:n]`: 1 when it was there already, 0 when added, -1 when memory ran out. */
+static int values_add(Values *v, const unsigned char *p, Py_ssize_t n) {
+    Py_ssize_t i = values_slot(v, p, n, hash_of(p, n));
+    if (v->keys[i]) return 1;
+    v->keys[i] = p;
+    v->lengths[i] = n;
+    if (++v->count * 2 > v->mask + 1) { /* keep the table at most half full */
+        Values grown = {NULL, NULL, v->count, v->mask * 2 + 1};
+        grown.keys = PyMem_RawCalloc((size_t)(grown.mask + 1), sizeof(*grown.keys));
+        grown.lengths = PyMem_RawMalloc(sizeof(*grown.lengths) * (size_t)(grown.mask + 1));
+        if (!grown.keys || !grown.lengths) {
+            values_free(&grown);
+            return -1;
+        }
+        for (Py_ssize_t k = 0; k <= v->mask; k++) {
+            if (!v->keys[k]) continue;
+            Py_ssize_t j = values_slot(&grown, v->keys[k], v->lengths[k], hash_of(v->keys[k], v->lengths[k]));
+            grown.keys[j] = v->keys[k];
+            grown.lengths[j] = v->lengths[k];
+        }
+        values_free(v);
+        *v = grown;
+    }
+    return 0;
+}
+
+/* Whether a `[seconds]` value of `d[0:n]` is found twice (the search's matches do not overlap): 1, 0, or -1 when
+   memory ran out. */
+static int repeats(const unsigned char *d, Py_ssize_t n) {
+    Values v;
+    if (values_init(&v) < 0) {
+        values_free(&v);
+        return -1;
+    }
+    int found = 0;
+    Py_ssize_t at = 0;
+    while (at < n) {
+        const unsigned char *open = memchr(d + at, '[', (size_t)(n - at));
+        if (open == NULL) break;
+        Py_ssize_t q = open - d + 1;
+        while (q < n && d[q] == ' ') q++;
+        Py_ssize_t value = q;
+        while (q < n && is_digit(d[q])) q++;
+        Py_ssize_t whole = q - value;
+        if (whole && q < n && d[q] == '.') {
+            q++;
+            Py_ssize_t fraction = q;
+            while (q < n && is_digit(d[q])) q++;
+            if (q > fraction && q < n && d[q] == ']') {
+                int added = values_add(&v, d + value, q - value);
+                if (added != 0) {
+                    found = added;
+                    break;
+                }
+                at = q + 1;
+                continue;
+            }
+        }
+        at = open - d + 1;
+    }
+    values_free(&v);
+    return found;
+}
+
+static PyObject *facts(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 5 || !PyBytes_Check(args[0]) || !PyBytes_Check(args[1]) || !PyBytes_Check(args[2]) ||
+        !PyLong_Check(args[3]) || !PyBytes_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "facts(view: bytes, sep: bytes, fraction_sep: bytes, digits: int, offset: bytes)");
+        return NULL;
+    }
+    Shape s;
+    s.sep = PyBytes_AS_STRING(args[1]);
+    s.sep_len = PyBytes_GET_SIZE(args[1]);
+    s.fraction_sep = PyBytes_AS_STRING(args[2]);
+    s.fraction_sep_len = PyBytes_GET_SIZE(args[2]);
+    long digits = PyLong_AsLong(args[3]);
+    if (digits == -1 && PyErr_Occurred()) return NULL;
+    if (digits < 0 || digits > 9) {
+        PyErr_SetString(PyExc_ValueError, "facts: digits must be 0 to 9");
+        return NULL;
+    }
+    s.digits = (int)digits;
+    s.offset = PyBytes_AS_STRING(args[4]);
+    s.offset_len = PyBytes_GET_SIZE(args[4]);
+
+    const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
+    for (Py_ssize_t i = 0; i < size; i++)
+        if (d[i] == 0 || d[i] >= 0x80) Py_RETURN_NONE; /* a NUL, or not ASCII */
+    /* The lines of view[:-1] (the view's last byte is its last line's newline). */
+    Py_ssize_t n = size ? size - 1 : 0, pos = 0, count = 0, length = 0;
+    const unsigned char *first = NULL, *previous = NULL;
+    for (;;) {
+        Py_ssize_t found = stamp_at(d + pos, n - pos, &s);
+        if (found == 0) Py_RETURN_NONE; /* a line that does not start with a stamp of the shape */
+        if (previous == NULL) {
+            first = d + pos;
+            length = found;
+            if (!valid_day(d + pos)) Py_RETURN_NONE;
+        } else {
+            int order = memcmp(previous, d + pos, (size_t)length);
+            if (order > 0) Py_RETURN_NONE; /* out of order */
+            if (memcmp(previous, d + pos, 10) != 0 && !valid_day(d + pos)) Py_RETURN_NONE;
+        }
+        previous = d + pos;
+        count++;
+        const unsigned char *nl = memchr(d + pos, '\n', (size_t)(n - pos));
+        if (nl == NULL) break;
+        pos = nl - d + 1;
+    }
+    if (count < 3) Py_RETURN_NONE;
+    int repeated = repeats(d, size);
+    if (repeated < 0) return PyErr_NoMemory();
+    return Py_BuildValue("(ny#y#O)", count, (const char *)first, length, (const char *)previous, length,
+                         repeated ? Py_True : Py_False);
+}
+
+static PyMethodDef methods[] = {
+    {.ml_name = "facts", .ml_meth = (PyCFunction)(void (*)(void))facts, .ml_flags = METH_FASTCALL, .ml_doc =
+     "facts(view, sep, fraction_sep, digits, offset) -> (lines, first_stamp, last_stamp, repeats) or None\n\n"
+     "A kernel-log block's facts when every line of view[:-1] starts with a stamp of the shape, in order, on days "
+     "that exist, the view ASCII without NUL, three lines at least; repeats: some `[seconds]` value is found twice."},
+    {0},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_stamps",
+    .m_doc = "The kernel-log block's stamp facts, compiled.",
+    .m_size = 0,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__stamps(void) { return PyModule_Create(&module_def); }

@@ -1,0 +1,143 @@
+"""The compiled stamp facts of a kernel-log block (`kernel/sources/_stamps.c`) decide as the patterns decide.
+
+`facts(view, *parts)` must give None exactly where `blocks.sorted_stamps` with the shape's pattern gives None, and
+otherwise the number of lines, the first and last stamps and whether a `[seconds]` value (`blocks.BRACKET`) is found
+twice. Generated blocks are made of lines that start with a stamp of the shape or one step off it (a day that does
+not exist, hour 24, minute 60, a fraction a digit short, another offset, no blank behind it, years 0001 and 9999),
+in order or not, with bodies holding `[seconds]` values and their near misses, NUL and bytes beyond ASCII (about a
+third of the generated blocks can be counted from their stamps).
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from providers.telemetry.kernel.sources._stamps import facts
+from providers.telemetry.kernel.sources.blocks import BRACKET, analyse, sorted_stamps
+from providers.telemetry.kernel.sources.search import stamp_pattern
+
+_SHAPES = st.tuples(
+    st.sampled_from([b"T", b" "]),
+    st.sampled_from([(b"", 0), (b".", 3), (b",", 6), (b".", 1), (b".", 9)]),
+    st.sampled_from([b"Z", b"z", b"+05:30", b"-0800", b"+00:00"]),
+).map(lambda t: (t[0], t[1][0], t[1][1], t[2]))
+
+_DAYS = [b"2026-12-07", b"2026-12-08", b"2024-02-29", b"2000-02-29", b"0002-01-01", b"9998-12-31", b"2026-12-31"]
+_TIMES = [b"00:00:00", b"09:59:59", b"23:59:59", b"12:30:00", b"19:05:07"]
+_BODIES = [b"[ 12.5]", b"[12.5]", b"[  3.000001]", b"[12.]", b"[.5]", b"[ 1.0", b"[[1.0]", b"[ 7.25] [7.25]",
+           b"kernel:", b"NVRM: Xid", b" ", b"\t", b"x", b"[ 0.1]", b"[ 0.2]", b"[0.10]"]  # fmt: skip
+#: one step off a line of the shape, each applied to a line now and then
+_FLAWS = [
+    ("day", [b"2025-02-29", b"2026-04-31", b"2026-13-01", b"2026-00-10", b"0001-01-01", b"9999-12-31", b"1900-02-29",
+             b"2026-12-00"]),
+    ("time", [b"24:00:00", b"19:60:00", b"19:00:61", b"2a:00:00"]),
+    ("sep", None), ("fraction", None), ("offset", [b"+01:00", b"Z", b"-08:00"]), ("blank", [b"", b"x", b"\n"]),
+    ("line", [b"", b"-- no stamp"]), ("body", [b"\x00", b"\xc3\xa9", b"\x7f"]),
+]  # fmt: skip
+
+
+@st.composite
+def _blocks(draw: st.DrawFn) -> tuple[bytes, tuple[bytes, bytes, int, bytes]]:
+    sep, fsep, digits, offset = shape = draw(_SHAPES)
+    lines = []
+    for _ in range(draw(st.integers(0, 8))):
+        day, time = draw(st.sampled_from(_DAYS)), draw(st.sampled_from(_TIMES))
+        own_sep, own_fraction, own_offset = sep, fsep + b"7" * digits if digits else b"", offset
+        blank = draw(st.sampled_from([b" ", b"\t", b"\v", b"\f"]))
+        body = b"".join(draw(st.lists(st.sampled_from(_BODIES), max_size=3)))
+        if draw(st.integers(0, 15)) == 0:
+            flaw, values = draw(st.sampled_from(_FLAWS))
+            if flaw == "day":
+                day = draw(st.sampled_from(values))
+            elif flaw == "time":
+                time = draw(st.sampled_from(values))
+            elif flaw == "sep":
+                own_sep = b"T" if sep == b" " else b" "
+            elif flaw == "fraction":
+                own_fraction = own_fraction[:-1] if digits else b".5"
+            elif flaw == "offset":
+                own_offset = draw(st.sampled_from([v for v in values if v != offset]))
+            elif flaw == "blank":
+                blank = draw(st.sampled_from(values))
+            elif flaw == "line":
+                lines.append(draw(st.sampled_from(values)) + body)
+                continue
+            else:
+                body += draw(st.sampled_from(values))
+        lines.append(day + own_sep + time + own_fraction + own_offset + blank + body)
+    if draw(st.integers(0, 4)):
+        lines.sort()
+    view = b"\n".join(lines) + draw(st.sampled_from([b"\n", b"\n", b"\n", b"", b"\n\n"]))
+    return view, shape
+
+
+def _by_patterns(view: bytes, shape: tuple[bytes, bytes, int, bytes]) -> tuple[int, bytes, bytes, bool] | None:
+    stamps = sorted_stamps(view, stamp_pattern(*shape))
+    if stamps is None:
+        return None
+    values = BRACKET.findall(view)
+    return len(stamps), stamps[0], stamps[-1], len(set(values)) != len(values)
+
+
+@settings(max_examples=2500, deadline=None)
+@given(_blocks())
+def test_a_block_is_judged_as_the_stamp_pattern_and_the_seconds_search_judge_it(
+    block: tuple[bytes, tuple[bytes, bytes, int, bytes]],
+) -> None:
+    view, shape = block
+    assert facts(view, *shape) == _by_patterns(view, shape)
+
+
+def _line(day: bytes, time: bytes, body: bytes) -> bytes:
+    return day + b"T" + time + b".000000+00:00 host kernel: " + body + b"\n"
+
+
+SHAPE = (b"T", b".", 6, b"+00:00")
+
+
+def test_a_block_in_order_gives_its_count_and_ends() -> None:
+    view = b"".join(_line(b"2026-12-07", b"10:00:0%d" % i, b"[ %d.5] x" % i) for i in range(5))
+    assert facts(view, *SHAPE) == (5, b"2026-12-07T10:00:00.000000+00:00", b"2026-12-07T10:00:04.000000+00:00", False)
+    block = analyse(view, 1000, stamp_pattern(*SHAPE), SHAPE)
+    assert block is not None and block.count == 5 and block.marked == ()
+
+
+def test_a_repeated_seconds_value_marks_the_lines_that_hold_it() -> None:
+    view = b"".join(_line(b"2026-12-07", b"10:00:0%d" % i, b"[ %d.5] x" % min(i, 2)) for i in range(5))
+    assert facts(view, *SHAPE)[3] is True
+    block = analyse(view, 1000, stamp_pattern(*SHAPE), SHAPE)
+    assert block is not None and block.marked == (2, 3, 4)
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        b"".join(_line(b"2026-12-07", b"10:00:0%d" % i, b"x") for i in (0, 2, 1)),  # out of order
+        b"".join(_line(b"2026-12-07", b"10:00:0%d" % i, b"x") for i in range(2)),  # two lines only
+        b"".join(_line(b"2026-02-29", b"10:00:0%d" % i, b"x") for i in range(3)),  # a day that does not exist
+        b"".join(_line(b"2026-12-07", b"10:00:0%d" % i, b"\xc3\xa9") for i in range(3)),  # not ASCII
+        b"".join(_line(b"2026-12-07", b"10:00:0%d" % i, b"\x00") for i in range(3)),  # a NUL
+        b"".join(_line(b"2026-12-07", b"10:00:0%d" % i, b"x") for i in range(3)) + b"continued\n",  # a bare line
+        b"",
+    ],
+)
+def test_a_block_that_cannot_be_counted_from_its_stamps_is_refused(view: bytes) -> None:
+    assert facts(view, *SHAPE) is None
+    assert _by_patterns(view, SHAPE) is None
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        ((b"x\n", b"T", b".", 6), TypeError),
+        (("x\n", b"T", b".", 6, b"Z"), TypeError),
+        ((b"x\n", b"T", b".", "6", b"Z"), TypeError),
+        ((b"x\n", b"T", b".", 10, b"Z"), ValueError),
+        ((b"x\n", b"T", b".", -1, b"Z"), ValueError),
+    ],
+)
+def test_a_call_outside_its_contract_raises(args: tuple, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        facts(*args)
