@@ -1,4 +1,5 @@
-"""The compiled stamp facts of a kernel-log block (`kernel/sources/_stamps.c`) decide as the patterns decide.
+"""The compiled stamp facts of a kernel-log block (`kernel/sources/_stamps.c`) decide as the patterns decide, and its
+bisection finds where a window's bound falls as the `bisect` of the block's stamps does.
 
 `facts(view, *parts)` must give None exactly where `blocks.sorted_stamps` with the shape's pattern gives None, and
 otherwise the number of lines, the first and last stamps and whether a `[seconds]` value (`blocks.BRACKET`) is found
@@ -10,11 +11,13 @@ third of the generated blocks can be counted from their stamps).
 
 from __future__ import annotations
 
+import bisect
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from providers.telemetry.kernel.sources._stamps import facts
+from providers.telemetry.kernel.sources._stamps import facts, line_after
 from providers.telemetry.kernel.sources.blocks import BRACKET, analyse, sorted_stamps
 from providers.telemetry.kernel.sources.search import stamp_pattern
 
@@ -141,3 +144,45 @@ def test_a_block_that_cannot_be_counted_from_its_stamps_is_refused(view: bytes) 
 def test_a_call_outside_its_contract_raises(args: tuple, error: type[Exception]) -> None:
     with pytest.raises(error):
         facts(*args)
+
+
+# ---------------------------------------------------------------- where a bound falls inside a block
+
+
+def _by_bisect(data: bytes, key: bytes, right: bool) -> tuple[int, int]:
+    """The first line whose stamp is past `key` (`right`) or not before it, by the `bisect` of every line's stamp."""
+    lines = data[:-1].split(b"\n")
+    stamps = [line[: len(key)] for line in lines]
+    index = (bisect.bisect_right if right else bisect.bisect_left)(stamps, key)
+    return index, sum(len(line) + 1 for line in lines[:index])
+
+
+@st.composite
+def _ordered_blocks(draw: st.DrawFn) -> tuple[bytes, bytes]:
+    seconds = sorted(draw(st.lists(st.integers(0, 59), min_size=1, max_size=40)))
+    bodies = draw(st.lists(st.sampled_from([b"", b"x", b"kernel: [ 1.5] eth0 up", b"y" * 300]), min_size=len(seconds),
+                           max_size=len(seconds)))  # fmt: skip
+    data = b"".join(_line(b"2026-12-07", b"10:00:%02d" % s, body) for s, body in zip(seconds, bodies, strict=True))
+    key = b"2026-12-07T10:00:%02d.000000+00:00" % draw(st.integers(0, 60))
+    cut = draw(st.sampled_from([len(key), len(key), 19, 10]))  # a key as long as the stamps, or a prefix of one
+    return data, key[:cut]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_ordered_blocks(), st.booleans())
+def test_a_bound_is_found_where_the_bisect_of_the_stamps_finds_it(block: tuple[bytes, bytes], right: bool) -> None:
+    data, key = block
+    assert line_after(data, key, right, data.count(b"\n")) == _by_bisect(data, key, right)
+
+
+def test_a_bound_before_every_line_or_past_them_all() -> None:
+    data = b"".join(_line(b"2026-12-07", b"10:00:0%d" % i, b"x") for i in range(3))
+    assert line_after(data, b"2026-12-06", True, 3) == (0, 0)
+    assert line_after(data, b"2026-12-08", False, 3) == (3, len(data))
+    assert line_after(data, b"2026-12-07T10:00:01.000000+00:00", True, 3) == (2, 2 * len(data) // 3)
+    assert line_after(data, b"2026-12-07T10:00:01.000000+00:00", False, 3) == (1, len(data) // 3)
+
+
+def test_a_block_whose_last_line_has_no_newline_is_refused_where_the_bisection_needs_it() -> None:
+    with pytest.raises(ValueError):
+        line_after(b"2026-12-07T10:00:00 a", b"2026-12-08", True, 1)

@@ -8,9 +8,11 @@ digits, offset)` finds that in one walk, a line at a time, and whether any `[sec
 blanks, digits, `.`, digits, `]`, anywhere on a line) is found twice; it returns (lines, first stamp, last stamp,
 a value repeats) or None for a block that cannot be counted so, exactly as blocks.sorted_stamps and the BRACKET
 search decide (tests/telemetry/test_stamp_facts.py compares them on generated blocks). Nothing is kept per line but a
-pointer to the previous stamp and a table of the values seen. */
+pointer to the previous stamp and a table of the values seen. `line_after` finds where a window's bound falls inside
+a block counted so, by bisecting its bytes. */
 
 #define PY_SSIZE_T_CLEAN
+#define _GNU_SOURCE /* memrchr */
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
@@ -218,7 +220,59 @@ static PyObject *facts(PyObject *module, PyObject *const *args, Py_ssize_t nargs
                          repeated ? Py_True : Py_False);
 }
 
+/* The newlines of p[0:n]. */
+static Py_ssize_t newlines(const unsigned char *p, Py_ssize_t n) {
+    Py_ssize_t count = 0;
+    for (Py_ssize_t i = 0; i < n; i++) count += p[i] == '\n';
+    return count;
+}
+
+/* `line_after(data, key, right, lines)`: (index, offset) of the first line of the block `data` (`lines` whole lines,
+   its stamps in order) whose stamp is past `key` (`right`) or not before it; (lines, len(data)) when there is none.
+   A bisection over byte offsets, each probe moved to the start of its line (a line's stamp compared as bytes, as
+   the stamps' order is their bytes' order), then the newlines counted on the shorter side of the offset. */
+static PyObject *line_after(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 4 || !PyBytes_Check(args[0]) || !PyBytes_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "line_after(data: bytes, key: bytes, right: bool, lines: int)");
+        return NULL;
+    }
+    const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    const unsigned char *key = (const unsigned char *)PyBytes_AS_STRING(args[1]);
+    Py_ssize_t size = PyBytes_GET_SIZE(args[0]), width = PyBytes_GET_SIZE(args[1]);
+    int right = PyObject_IsTrue(args[2]);
+    if (right < 0) return NULL;
+    Py_ssize_t lines = PyLong_AsSsize_t(args[3]);
+    if (lines == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t lo = 0, hi = size; /* lo is always a line start; the answer lies in [lo, hi] */
+    while (lo < hi) {
+        Py_ssize_t middle = (lo + hi) / 2, at = lo;
+        if (middle > lo) {
+            const unsigned char *nl = memrchr(d + lo, '\n', (size_t)(middle - lo));
+            if (nl != NULL) at = nl - d + 1;
+        }
+        Py_ssize_t have = size - at < width ? size - at : width;
+        int order = memcmp(d + at, key, (size_t)have);
+        if (order == 0 && have < width) order = -1; /* a shorter text before the key's end sorts first */
+        if (right ? order <= 0 : order < 0) {
+            const unsigned char *nl = memchr(d + at, '\n', (size_t)(size - at));
+            if (nl == NULL) {
+                PyErr_SetString(PyExc_ValueError, "line_after: the block's last line has no newline");
+                return NULL;
+            }
+            lo = nl - d + 1;
+        } else {
+            hi = at;
+        }
+    }
+    Py_ssize_t index = lo <= (size >> 1) ? newlines(d, lo) : lines - newlines(d + lo, size - lo);
+    return Py_BuildValue("(nn)", index, lo);
+}
+
 static PyMethodDef methods[] = {
+    {.ml_name = "line_after", .ml_meth = (PyCFunction)(void (*)(void))line_after, .ml_flags = METH_FASTCALL,
+     .ml_doc = "line_after(data, key, right, lines) -> (index, offset): the first line whose stamp is past key "
+               "(right) or not before it, by bisection over the block's bytes."},
     {.ml_name = "facts", .ml_meth = (PyCFunction)(void (*)(void))facts, .ml_flags = METH_FASTCALL, .ml_doc =
      "facts(view, sep, fraction_sep, digits, offset) -> (lines, first_stamp, last_stamp, repeats) or None\n\n"
      "A kernel-log block's facts when every line of view[:-1] starts with a stamp of the shape, in order, on days "

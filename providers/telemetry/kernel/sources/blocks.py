@@ -37,6 +37,7 @@ from providers.telemetry.literals import Literals
 
 try:
     from providers.telemetry.kernel.sources._stamps import facts as stamp_facts
+    from providers.telemetry.kernel.sources._stamps import line_after
 except ImportError as error:  # a checkout where the compiled part was never built
     raise ImportError(
         "providers.telemetry.kernel.sources._stamps is not built: `make venv` (or `python setup.py build_ext "
@@ -292,6 +293,7 @@ __all__ = [
     "host_names",
     "keyword_lines",
     "lines_naming",
+    "line_after",
     "repeated_lines",
     "sorted_stamps",
     "valid_days",

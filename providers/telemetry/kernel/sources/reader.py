@@ -24,6 +24,7 @@ from providers.telemetry.kernel.sources.blocks import (
     BlockCache,
     BoundsKey,
     analyse,
+    line_after,
     lines_naming,
     sorted_stamps,
 )
@@ -451,22 +452,10 @@ class Reader:
     @staticmethod
     def _line_after(data: bytes, key: bytes, right: bool, lines: int) -> tuple[int, int]:
         """(index, offset) of the first line of the block `data` (`lines` whole lines, its stamps in order) whose
-        stamp is past `key` (`right`) or not before it; (lines, len(data)) when there is none. A bisection over byte
-        offsets, each probe moved to the start of its line: the `bisect` of the block's stamps, without finding them
-        all; the index is the newlines counted on the shorter side of the offset (counting is most of the cost)."""
-        width = len(key)
-        lo, hi = 0, len(data)  # lo is always a line start; the answer lies in [lo, hi]
-        while lo < hi:
-            nl = data.rfind(b"\n", lo, (lo + hi) // 2)
-            at = lo if nl < 0 else nl + 1
-            stamp = data[at : at + width]
-            if stamp <= key if right else stamp < key:
-                lo = data.index(b"\n", at) + 1
-            else:
-                hi = at
-        if lo <= len(data) >> 1:
-            return data.count(b"\n", 0, lo), lo
-        return lines - data.count(b"\n", lo), lo
+        stamp is past `key` (`right`) or not before it; (lines, len(data)) when there is none: the `bisect` of the
+        block's stamps without finding them all, compiled (`_stamps.line_after`: a bisection over byte offsets,
+        each probe moved to the start of its line, then the newlines counted on the shorter side)."""
+        return line_after(data, key, right, lines)
 
     def _continues(self, brackets: tuple[bytes, ...]) -> bool:
         """Whether a stamped line holding the `[seconds]` values `brackets` may continue the open record (a pending
