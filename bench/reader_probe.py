@@ -40,7 +40,7 @@ from providers.telemetry.collection import collector_paused  # noqa: E402
 from providers.telemetry.joblog import ReadLimits, scan_job_logs  # noqa: E402
 from providers.telemetry.joblog._gaps import place  # noqa: E402
 from providers.telemetry.joblog.files import shared_bytes  # noqa: E402
-from providers.telemetry.joblog.prefilter import _SEARCH, candidate_words  # noqa: E402
+from providers.telemetry.joblog.prefilter import _RANK_REACH, _SEARCH, candidate_words  # noqa: E402
 
 PROGRESS = re.compile(rb"last completed NCCL work: (\d+)")
 
@@ -75,7 +75,7 @@ def byte_level(paths: list[str], share: int) -> int:
         runs += len(candidates)
         first = candidates[0][0] if candidates else len(data)
         if first:
-            place(data, 0, first)
+            place(data, 0, first, _RANK_REACH)
     return runs
 
 

@@ -2,12 +2,13 @@
 
 A gap is a run of whole lines of a node's tail that hold no candidate line (providers/telemetry/joblog/prefilter.py):
 the node parser takes from them only how many lines there are and, for each rank that prefixes some of them, its
-last such line. `place(data, start, end)` walks `data[start:end]` a line at a time (`memchr` for the newline, the
-prefix read in place, `memchr` for any other `[` on the line); it answers only for the usual gap, where every `[rank`
-starts its line and is a well-formed `[rankN]:` (1 to 9 digits), and returns None for any other, which the byte
-patterns of `prefilter.py` read instead. The walk reads each byte at most twice, allocates per distinct rank, not per
-line, and holds no reference to the data after it returns. tests/joblog/test_gaps.py compares it with a line-by-line
-reading. */
+last such line. `place(data, start, end, reach)` walks `data[start:end]` a line at a time (`memchr` for the newline,
+`memchr` for the line's first `[`, the prefix read in place, `memchr` for any other `[` on the line); it answers only
+for a gap whose every `[rank` is its line's first `[`, a well-formed `[rankN]:` (1 to 9 digits) starting within
+`reach` bytes of the line's start (as prefilter._RANK_LINE places a prefix: the plain line, or one behind a
+collector's time, a CRI stream, a host), and returns None for any other, which the byte patterns of `prefilter.py`
+read instead. The walk reads each byte at most twice, allocates per distinct rank, not per line, and holds no
+reference to the data after it returns. tests/joblog/test_gaps.py compares it with a line-by-line reading. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -83,19 +84,23 @@ static int table_put(Table *t, int64_t rank, Py_ssize_t at, Py_ssize_t number) {
 enum { PLACED = 0, NOT_USUAL = 1, NO_MEMORY = 2 };
 
 /* The walk, without the interpreter, a line at a time: fills `t`, `*lines` (the gap's lines, the last one with or
-   without its newline) and `*last` (the last prefixed line's rank, -1 for none). */
-static int walk(const unsigned char *d, Py_ssize_t start, Py_ssize_t end, Table *t, Py_ssize_t *lines,
-                int64_t *last) {
+   without its newline) and `*last` (the last prefixed line's rank, -1 for none). A line's prefix is its first `[`
+   when that is a well-formed `[rankN]:` within `reach` bytes of the line's start (behind a collector's time, a
+   stream, a host, or nothing); any other `[rank` makes the gap one the walk does not place. */
+static int walk(const unsigned char *d, Py_ssize_t start, Py_ssize_t end, Py_ssize_t reach, Table *t,
+                Py_ssize_t *lines, int64_t *last) {
     Py_ssize_t pos = start, count = 0;
     *last = -1;
     while (pos < end) {
         const unsigned char *nl = memchr(d + pos, '\n', (size_t)(end - pos));
         Py_ssize_t line_end = nl ? nl - d : end;
-        Py_ssize_t rest = pos; /* where a `[rank` would not be the line's prefix */
+        const unsigned char *open = memchr(d + pos, '[', (size_t)(line_end - pos));
+        Py_ssize_t rest = open ? open - d + 1 : line_end; /* where a `[rank` would not be the line's prefix */
         count++;
-        if (line_end - pos >= 5 && memcmp(d + pos, "[rank", 5) == 0) {
+        if (open && line_end - (open - d) >= 5 && memcmp(open, "[rank", 5) == 0) {
+            if (open - d - pos > reach) return NOT_USUAL;          /* too far in for the parser to look */
             if (pos > 0 && d[pos - 1] != '\n') return NOT_USUAL; /* a gap that does not start a line */
-            Py_ssize_t q = pos + 5;
+            Py_ssize_t q = open - d + 5;
             int digits = 0;
             int64_t rank = 0;
             while (q < line_end && digits < 10 && d[q] >= '0' && d[q] <= '9') {
@@ -124,8 +129,8 @@ static int walk(const unsigned char *d, Py_ssize_t start, Py_ssize_t end, Table 
 
 static PyObject *place(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 3 || !PyBytes_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "place(data: bytes, start: int, end: int)");
+    if (nargs != 4 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "place(data: bytes, start: int, end: int, reach: int)");
         return NULL;
     }
     PyObject *data = args[0];
@@ -134,6 +139,12 @@ static PyObject *place(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     if (start == -1 && PyErr_Occurred()) return NULL;
     Py_ssize_t end = PyLong_AsSsize_t(args[2]);
     if (end == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t reach = PyLong_AsSsize_t(args[3]);
+    if (reach == -1 && PyErr_Occurred()) return NULL;
+    if (reach < 0) {
+        PyErr_SetString(PyExc_ValueError, "place: reach must not be negative");
+        return NULL;
+    }
     if (start < 0 || end > size || start >= end) {
         PyErr_SetString(PyExc_ValueError, "place: the gap must be a non-empty range of the data");
         return NULL;
@@ -148,7 +159,7 @@ static PyObject *place(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     int64_t last = -1;
     /* The interpreter's lock is kept: the walk is short (tens of microseconds), and a thread giving the lock up
        waits for it again behind any thread running Python (the switch interval, 5 ms) once per gap. */
-    int outcome = walk(d, start, end, &t, &lines, &last);
+    int outcome = walk(d, start, end, reach, &t, &lines, &last);
     if (outcome != PLACED) {
         table_free(&t);
         if (outcome == NO_MEMORY) return PyErr_NoMemory();
@@ -178,10 +189,10 @@ static PyObject *place(PyObject *module, PyObject *const *args, Py_ssize_t nargs
 
 static PyMethodDef methods[] = {
     {.ml_name = "place", .ml_meth = (PyCFunction)(void (*)(void))place, .ml_flags = METH_FASTCALL, .ml_doc =
-     "place(data, start, end) -> (lines, ((rank, at, line_end, number), ...), last_rank) or None\n\n"
+     "place(data, start, end, reach) -> (lines, ((rank, at, line_end, number), ...), last_rank) or None\n\n"
      "The lines of data[start:end] (a gap of whole lines) and, per rank in order of first sight, where its last "
-     "prefixed line starts and ends and that line's 1-based number; None when some `[rank` there is not a "
-     "well-formed prefix at its line's start."},
+     "prefixed line starts and ends and that line's 1-based number; None when some `[rank` there is not its "
+     "line's first `[`, a well-formed prefix within reach bytes of the line's start."},
     {0},
 };
 

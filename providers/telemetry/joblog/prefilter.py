@@ -15,10 +15,11 @@ prefix, that its rank wrote there. `feed_tail` therefore looks at a node's tail 
   out of the buffer up to its closing line and taken at once where nothing else can apply to its lines;
 - the lines between candidates (a *gap*) are taken in bulk by one compiled walk over their bytes (`_gaps.place`,
   built from `_gaps.c`): a line at a time by `memchr`, it counts the lines and keeps each rank's last prefixed line
-  and its number, where every `[rank` of the gap starts its line, well formed (the usual job log). Only those last
-  lines are decoded, in Python.
-- a gap holding a `[rank` that does not start its line (behind a collector's time, a host, a label, a second prefix on
-  a line, a malformed one) is read by the byte patterns that place a prefix as the parser does (`_skip_placed`):
+  and its number, where every `[rank` of the gap is its line's first `[`, well formed, within `_RANK_REACH` bytes of
+  the line's start (the usual job log, bare or behind a collector's time, a CRI stream, a host: as `_RANK_LINE` places
+  it). Only those last lines are decoded, in Python.
+- a gap holding any other `[rank` (behind another bracket such as a label, a second prefix on a line, one too far
+  in, a malformed one) is read by the byte patterns that place a prefix as the parser does (`_skip_placed`):
   the line's first `[rank`, well formed, within the first 512 bytes; a stretch holding any other `[rank` is halved
   until the parts that hold one are a few lines, which are fed line by line.
 
@@ -310,7 +311,7 @@ def text_lines(data: bytes) -> list[str]:
 
 def _skip(parser: NodeParser, data: bytes, start: int, end: int) -> None:
     """Take the lines of `data[start:end]` (whole lines, none a candidate, the parser in no block) in bulk."""
-    found = place(data, start, end)
+    found = place(data, start, end, _RANK_REACH)
     if found is None:
         _skip_placed(parser, data, start, end)
         return
