@@ -190,8 +190,9 @@ static PyObject *facts(PyObject *module, PyObject *const *args, Py_ssize_t nargs
 
     const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(args[0]);
     Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
-    for (Py_ssize_t i = 0; i < size; i++)
-        if (d[i] == 0 || d[i] >= 0x80) Py_RETURN_NONE; /* a NUL, or not ASCII */
+    unsigned char outside = 0; /* a NUL, or a byte beyond ASCII: both are 0x7f or more once one is taken away */
+    for (Py_ssize_t i = 0; i < size; i++) outside |= (unsigned char)(d[i] - 1) >= 0x7f;
+    if (outside) Py_RETURN_NONE;
     /* The lines of view[:-1] (the view's last byte is its last line's newline). */
     Py_ssize_t n = size ? size - 1 : 0, pos = 0, count = 0, length = 0;
     const unsigned char *first = NULL, *previous = NULL;
