@@ -1,0 +1,122 @@
+"""The compiled parts read untrusted bytes: built with AddressSanitizer and UndefinedBehaviorSanitizer and fed random
+and mutated input, no read outside a buffer, no overflow, no undefined behaviour.
+
+setup.py's C sources (the job-log reader's gap pass, the kernel-log block's stamp facts and bisection) are built
+here into a temporary folder with `-fsanitize=address,undefined`, and a child process loads them (the sanitizers'
+runtimes preloaded, as an instrumented library needs, and Python's objects each allocated by malloc, so that a read
+past one is seen) and calls each function on seeded random bytes, on valid
+gaps and blocks with bytes flipped, cut or repeated, and on every start and end of short inputs; a sanitizer's
+report ends the child with an error. The functions' answers are compared with Python's in
+tests/joblog/test_gaps.py and tests/telemetry/test_stamp_facts.py; here only their memory safety is.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = {
+    "providers.telemetry.joblog._gaps": "providers/telemetry/joblog/_gaps.c",
+    "providers.telemetry.kernel.sources._stamps": "providers/telemetry/kernel/sources/_stamps.c",
+}
+SANITIZE = "-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1"
+
+CHILD = textwrap.dedent(
+    """
+    import importlib.machinery, importlib.util, random, sys
+
+    def load(name, path):
+        loader = importlib.machinery.ExtensionFileLoader(name, path)
+        spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+        return module
+
+    gaps = load("providers.telemetry.joblog._gaps", sys.argv[1])
+    stamps = load("providers.telemetry.kernel.sources._stamps", sys.argv[2])
+    rng = random.Random(20261207)
+    line = b"2026-12-07T10:00:%02d.000000+00:00 host kernel: [ %d.5] eth0 [rank%d]: up\\n"
+    block = b"".join(line % (i, i, i % 8) for i in range(40))
+    gap = b"".join(b"[rank%d]:[I1207 10:00:00.1 x.cpp:1] loss 0.5\\n" % (i % 8) for i in range(40))
+    pieces = [b"[", b"[rank", b"]:", b"\\n", b"1", b"9" * 12, b"2026-12-07T10:00:00", b".", b" ", b"\\x00", b"\\xff"]
+
+    def mutated(data):
+        data = bytearray(data)
+        for _ in range(rng.randrange(1, 8)):
+            kind, at = rng.randrange(4), rng.randrange(len(data) + 1)
+            if kind == 0 and data:
+                data[min(at, len(data) - 1)] = rng.randrange(256)
+            elif kind == 1:
+                data[at:at] = rng.choice(pieces)
+            elif kind == 2:
+                del data[at : at + rng.randrange(1, 40)]
+            else:
+                data[at:at] = data[max(0, at - 30) : at]
+        return bytes(data)
+
+    def inputs():
+        for _ in range(4000):
+            yield bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200)))
+            yield b"".join(rng.choice(pieces) for _ in range(rng.randrange(1, 60)))
+            yield mutated(block)
+            yield mutated(gap)
+
+    calls = 0
+    for data in inputs():
+        if not data:
+            continue
+        start = rng.randrange(len(data))
+        gaps.place(data, start, rng.randrange(start + 1, len(data) + 1), rng.choice([0, 5, 507, 10**9]))
+        stamps.facts(data, b"T", b".", 6, b"+00:00")
+        stamps.facts(data, b" ", b"", 0, b"Z")
+        if data.endswith(b"\\n"):
+            stamps.line_after(data, data[:rng.randrange(0, 40)], rng.random() < 0.5, data.count(b"\\n"))
+        calls += 1
+    for size in range(1, 24):  # every start and end of short inputs
+        data = (gap[:size] + block[:size])[:size]
+        for start in range(size):
+            for end in range(start + 1, size + 1):
+                gaps.place(data, start, end, 3)
+        stamps.facts(data, b"T", b".", 6, b"+00:00")
+    print("calls", calls)
+    """
+)
+
+
+def _runtime(name: str) -> str:
+    found = subprocess.run(["gcc", f"-print-file-name={name}"], capture_output=True, text=True, check=True).stdout
+    return found.strip()
+
+
+def test_the_compiled_parts_read_random_and_mutated_input_without_a_sanitizer_report(tmp_path: Path) -> None:
+    build = tmp_path / "build"
+    for source in SOURCES.values():
+        (build / source).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / source, build / source)
+    shutil.copyfile(ROOT / "setup.py", build / "setup.py")
+    env = {**os.environ, "CFLAGS": SANITIZE, "LDFLAGS": "-fsanitize=address,undefined"}
+    built = subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
+        cwd=build, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    paths = {name: next((build / source).parent.glob(Path(source).stem + ".*.so")) for name, source in SOURCES.items()}
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, str(paths["providers.telemetry.joblog._gaps"]),
+         str(paths["providers.telemetry.kernel.sources._stamps"])],
+        env={
+            **os.environ,
+            "LD_PRELOAD": f"{_runtime('libasan.so')}:{_runtime('libubsan.so')}",
+            "PYTHONMALLOC": "malloc",  # every object its own allocation, so that a read past a buffer is seen
+            "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0:exitcode=86",
+            "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1:exitcode=87",
+        },
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert child.returncode == 0, child.stdout[-3000:] + child.stderr[-6000:]
+    assert child.stdout.split() == ["calls", child.stdout.split()[1]] and int(child.stdout.split()[1]) >= 15000
