@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from providers.telemetry.compiled import compiled
 from providers.telemetry.joblog.lines import (
     PROGRESS_READER,
     WATCHDOG_READER,
@@ -44,13 +45,8 @@ from providers.telemetry.joblog.patterns import MAX_LINE_CHARS, PREFIX_SCAN
 from providers.telemetry.joblog.signals import MARKERS, STANDALONE
 from providers.telemetry.literals import Literals
 
-try:
-    from providers.telemetry.joblog._gaps import place
-except ImportError as error:  # a checkout where the compiled part was never built
-    raise ImportError(
-        "providers.telemetry.joblog._gaps is not built: `make venv` (or `python setup.py build_ext --inplace`) "
-        "builds it"
-    ) from error
+#: the gap pass (`_gaps.c`)
+place = compiled("providers.telemetry.joblog._gaps").place
 
 #: texts that make a line a candidate besides the table's markers: they open or mark what the parser follows
 STRUCTURAL = (

@@ -32,17 +32,13 @@ from datetime import date
 from functools import lru_cache
 
 from providers.telemetry.cache import Bounded
+from providers.telemetry.compiled import compiled
 from providers.telemetry.kernel.collect import KEYWORDS
 from providers.telemetry.literals import Literals
 
-try:
-    from providers.telemetry.kernel.sources._stamps import facts as stamp_facts
-    from providers.telemetry.kernel.sources._stamps import line_after
-except ImportError as error:  # a checkout where the compiled part was never built
-    raise ImportError(
-        "providers.telemetry.kernel.sources._stamps is not built: `make venv` (or `python setup.py build_ext "
-        "--inplace`) builds it"
-    ) from error
+_STAMPS = compiled("providers.telemetry.kernel.sources._stamps")
+#: a block's stamp facts, and where a bound falls inside a block (`_stamps.c`)
+stamp_facts, line_after = _STAMPS.facts, _STAMPS.line_after
 
 #: what the cache of block summaries may hold, in bytes (estimated: packed stamps and the summary's objects)
 BLOCK_CACHE_BYTES = 32 * 1024 * 1024
