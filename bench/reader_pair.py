@@ -39,12 +39,13 @@ from providers.telemetry.joblog.prefilter import feed_tail  # noqa: E402
 TAIL = 64 * 1024
 
 
-def tails(tree: Path, nodes: int) -> list[tuple[str, bytes]]:
+def tails(tree: Path, nodes: int, size: int = TAIL) -> list[tuple[str, bytes]]:
+    """Case a's first `nodes` nodes, each with the whole lines of its log's last `size` bytes."""
     folder = tree / "jobs" / "fleet-a" / "0"
     out = []
     for n in range(nodes):
         with open(folder / f"{host(n)}.log", "rb") as f:
-            f.seek(-TAIL, os.SEEK_END)
+            f.seek(-size, os.SEEK_END)
             out.append((host(n), _whole_lines(f.read(), True)))
     return out
 

@@ -8,9 +8,10 @@ each shape a collector writes a line in, in memory:
   keeps a container's log;
 - loki: behind the time the Loki source puts in front of each line (`2026-12-07T10:00:07.000007Z `).
 
-Each shape's tails are parsed (`prefilter.feed_tail` into a `NodeParser`, then `result()`), and the same bytes,
-written to a temporary file, are searched by `grep -c -F 'NCCL work'`; the shapes take turns `--rounds` times and
-each figure is the median of its rounds: microseconds a node, and the ratio to grep over the same bytes.
+Each shape's tails are parsed (`reader_pair.parse_all`: `prefilter.feed_tail` into a `NodeParser`, then
+`result()`), and the same bytes, written to a temporary file, are searched by `grep -c -F 'NCCL work'`; the shapes
+take turns `--rounds` times and each figure is the median of its rounds: microseconds a node, and the ratio to grep
+over the same bytes.
 
     python bench/reader_shapes.py --tree /var/tmp/fleet [--nodes 512] [--rounds 5]
 """
@@ -28,12 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.fleet import host  # noqa: E402 - after the path tweak that lets the script run from anywhere
+from bench.reader_pair import parse_all, tails  # noqa: E402 - after the path tweak that lets the script run from anywhere
 from providers.telemetry.collection import collector_paused  # noqa: E402
-from providers.telemetry.joblog.files import _whole_lines  # noqa: E402
-from providers.telemetry.joblog.lines import NodeParser  # noqa: E402
-from providers.telemetry.joblog.nodes import exact_resolver  # noqa: E402
-from providers.telemetry.joblog.prefilter import feed_tail  # noqa: E402
 
 TAIL = 48 * 1024
 
@@ -44,28 +41,12 @@ SHAPES: dict[str, Callable[[int], bytes]] = {
 }
 
 
-def tails(tree: Path, nodes: int, shape: Callable[[int], bytes]) -> list[tuple[str, bytes]]:
-    """Each node's last TAIL bytes, whole lines, every line behind `shape(its index)`."""
-    out = []
-    for n in range(nodes):
-        name = host(n)
-        with open(tree / "jobs" / "fleet-a" / "0" / f"{name}.log", "rb") as f:
-            f.seek(-TAIL, 2)
-            data = _whole_lines(f.read(), True)
-        lines = data.split(b"\n")[:-1]
-        out.append((name, b"".join(shape(i) + line + b"\n" for i, line in enumerate(lines))))
-    return out
-
-
-def parse_all(items: list[tuple[str, bytes]]) -> float:
-    resolve = exact_resolver([name for name, _ in items])
-    started = time.perf_counter()
-    with collector_paused():
-        for name, data in items:
-            parser = NodeParser(name, resolve)
-            feed_tail(parser, data)
-            parser.result()
-    return time.perf_counter() - started
+def shaped_tails(tree: Path, nodes: int, shape: Callable[[int], bytes]) -> list[tuple[str, bytes]]:
+    """Each node's last TAIL bytes (whole lines, `reader_pair.tails`), every line behind `shape(its index)`."""
+    return [
+        (name, b"".join(shape(i) + line + b"\n" for i, line in enumerate(data.split(b"\n")[:-1])))
+        for name, data in tails(tree, nodes, TAIL)
+    ]
 
 
 def grep(path: str) -> float:
@@ -80,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--nodes", type=int, default=512)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
-    shaped = {name: tails(args.tree, args.nodes, shape) for name, shape in SHAPES.items()}
+    shaped = {name: shaped_tails(args.tree, args.nodes, shape) for name, shape in SHAPES.items()}
     parse_times: dict[str, list[float]] = {name: [] for name in SHAPES}
     grep_times: dict[str, list[float]] = {name: [] for name in SHAPES}
     with tempfile.TemporaryDirectory(prefix="reader-shapes-") as folder:
@@ -90,7 +71,8 @@ def main(argv: list[str] | None = None) -> None:
             Path(files[name]).write_bytes(b"".join(data for _, data in items))
         for _ in range(args.rounds):
             for name, items in shaped.items():
-                parse_times[name].append(parse_all(items))
+                with collector_paused():  # as the provider parses (providers/telemetry/collection.py)
+                    parse_times[name].append(parse_all(items))
                 grep_times[name].append(grep(files[name]))
     for name, items in shaped.items():
         size = sum(len(data) for _, data in items)
