@@ -351,7 +351,7 @@ class Reader:
         of it, so it continues no record but (the first line) the one open before the block, and is continued by
         none but (the last line) the next block's first: it starts a record of its own, which is never kept when it
         holds no keyword, and only its time counts. Those lines are counted from where the window's bounds fall in
-        the block (`_line_after`, a bisection of its bytes). The marked lines (keyword lines, lines holding a
+        the block (`blocks.line_after`, a bisection of its bytes). The marked lines (keyword lines, lines holding a
         repeated `[seconds]` value), the first line when it may continue the open record, and the lines from the
         first one past the reading bound on are fed one by one, so the state left is exact; the last line, when
         counted inside the window, is left `pending` (`_inside`). A block wholly inside the window with nothing
@@ -384,11 +384,11 @@ class Reader:
         else:
             starts = 0 if first > shape.start_key else n if last <= shape.start_key else -1
         if starts < 0:
-            starts = self._line_after(data, shape.start_key, not shape.start_exact, n)[0]
+            starts = line_after(data, shape.start_key, not shape.start_exact, n)[0]
         end_key = shape.end_key
-        ends = n if last <= end_key else 0 if first > end_key else self._line_after(data, end_key, True, n)[0]
+        ends = n if last <= end_key else 0 if first > end_key else line_after(data, end_key, True, n)[0]
         # lines [low, stop) are not past the reading bound, `stop_at` the offset of line `stop`
-        stop, stop_at = (n, len(data)) if last <= hi_key else self._line_after(data, hi_key, True, n)
+        stop, stop_at = (n, len(data)) if last <= hi_key else line_after(data, hi_key, True, n)
         last_free = stop == n and not (marked and marked[-1] == n - 1)  # the last line counted, not fed
         if bounds is not None and bounds[1] is not None and not marked and low == 0:
             after = tuple(BRACKET.findall(data, stop_at, data.index(b"\n", stop_at))) if stop < n else ()
@@ -448,14 +448,6 @@ class Reader:
         assert self._file is not None
         rest = self._file.pread(start + stop_at, block.end - start - stop_at)
         return any(self.take(*self._parsed(raw)) for raw in rest[:-1].split(b"\n"))
-
-    @staticmethod
-    def _line_after(data: bytes, key: bytes, right: bool, lines: int) -> tuple[int, int]:
-        """(index, offset) of the first line of the block `data` (`lines` whole lines, its stamps in order) whose
-        stamp is past `key` (`right`) or not before it; (lines, len(data)) when there is none: the `bisect` of the
-        block's stamps without finding them all, compiled (`_stamps.line_after`: a bisection over byte offsets,
-        each probe moved to the start of its line, then the newlines counted on the shorter side)."""
-        return line_after(data, key, right, lines)
 
     def _continues(self, brackets: tuple[bytes, ...]) -> bool:
         """Whether a stamped line holding the `[seconds]` values `brackets` may continue the open record (a pending

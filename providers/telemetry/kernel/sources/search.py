@@ -167,8 +167,8 @@ class Shape:
             keys.append((text + offset.decode()).encode())
         start = collector.window.start.astimezone(zone)
         exact = start.microsecond % 10 ** (6 - digits) == 0
-        pattern = stamp_pattern(sep, fsep, digits, offset)
-        return cls(pattern, zone, keys[0], exact, keys[1], keys[2], (sep, fsep if digits else b"", digits, offset))
+        parts = (sep, fsep, digits, offset)  # fsep is b"" exactly when there is no fraction (_STAMP)
+        return cls(stamp_pattern(*parts), zone, keys[0], exact, keys[1], keys[2], parts)
 
     def holds(self, first: bytes, last: bytes) -> bool:
         """Every stamp from `first` to `last` (in order) lies in the window, as count_before and the end key judge."""
