@@ -29,20 +29,17 @@ COPY schemas/ /app/schemas/
 COPY providers/ /app/providers/
 COPY conf/gunicorn.conf.py /app/conf/
 # The service's compiled parts (setup.py: the job-log reader's gap pass, the kernel-log block's stamp facts) built
-# against the base's Python, with the setuptools of requirements-build.txt in a virtual environment of its own that
-# the runtime never sees; a C compiler is installed for this stage only, where the base has none (the slim image has
-# the Python headers).
+# beside their sources in /app against the base's Python, with the setuptools of requirements-build.txt in a virtual
+# environment of its own that the runtime never sees (its intermediate files under /build); a C compiler is installed
+# for this stage only, where the base has none (the slim image has the Python headers).
 COPY requirements-build.txt setup.py /build/
-COPY providers/telemetry/joblog/_gaps.c /build/providers/telemetry/joblog/
-COPY providers/telemetry/kernel/sources/_stamps.c /build/providers/telemetry/kernel/sources/
 RUN if ! command -v cc >/dev/null; then \
         apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev && rm -rf /var/lib/apt/lists/*; \
     fi \
  && python -m venv /opt/build \
  && /opt/build/bin/pip install --no-deps -r /build/requirements-build.txt \
- && cd /build && /opt/build/bin/python setup.py -q build_ext --inplace \
- && cp providers/telemetry/joblog/_gaps.*.so /app/providers/telemetry/joblog/ \
- && cp providers/telemetry/kernel/sources/_stamps.*.so /app/providers/telemetry/kernel/sources/
+ && cd /app && /opt/build/bin/python /build/setup.py -q build_ext --inplace \
+        --build-temp /build/temp --build-lib /build/lib
 # Compiled here: at run time the root filesystem is read-only and nothing may be written beside the code.
 RUN /opt/venv/bin/python -m compileall -q /app /opt/venv
 

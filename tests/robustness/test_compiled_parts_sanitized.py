@@ -2,7 +2,7 @@
 and mutated input, no read outside a buffer, no overflow, no undefined behaviour.
 
 setup.py's C sources (the job-log reader's gap pass, the kernel-log block's stamp facts and bisection) are built
-here into a temporary folder with `-fsanitize=address,undefined`, and a child process loads them (the sanitizers'
+by setup.py into a temporary folder with `-fsanitize=address,undefined`, and a child process loads them (the sanitizers'
 runtimes preloaded, as an instrumented library needs, and Python's objects each allocated by malloc, so that a read
 past one is seen) and calls each function on seeded random bytes, on valid
 gaps and blocks with bytes flipped, cut or repeated, and on every start and end of short inputs; a sanitizer's
@@ -13,17 +13,12 @@ tests/joblog/test_gaps.py and tests/telemetry/test_stamp_facts.py; here only the
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = {
-    "providers.telemetry.joblog._gaps": "providers/telemetry/joblog/_gaps.c",
-    "providers.telemetry.kernel.sources._stamps": "providers/telemetry/kernel/sources/_stamps.c",
-}
 SANITIZE = "-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1"
 
 CHILD = textwrap.dedent(
@@ -94,18 +89,16 @@ def _runtime(name: str) -> str:
 
 
 def test_the_compiled_parts_read_random_and_mutated_input_without_a_sanitizer_report(tmp_path: Path) -> None:
-    build = tmp_path / "build"
-    for source in SOURCES.values():
-        (build / source).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(ROOT / source, build / source)
-    shutil.copyfile(ROOT / "setup.py", build / "setup.py")
+    # setup.py's own list of parts, built outside the checkout (nothing is written beside the sources)
+    lib = tmp_path / "lib"
     env = {**os.environ, "CFLAGS": SANITIZE, "LDFLAGS": "-fsanitize=address,undefined"}
     built = subprocess.run(
-        [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
-        cwd=build, env=env, capture_output=True, text=True, timeout=300,
+        [sys.executable, "setup.py", "-q", "build_ext", "--build-lib", str(lib), "--build-temp", str(tmp_path / "t")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
-    paths = {name: next((build / source).parent.glob(Path(source).stem + ".*.so")) for name, source in SOURCES.items()}
+    paths = {".".join(p.relative_to(lib).parts[:-1] + (p.name.split(".")[0],)): p for p in lib.rglob("*.so")}
+    assert sorted(paths) == ["providers.telemetry.joblog._gaps", "providers.telemetry.kernel.sources._stamps"]
     child = subprocess.run(
         [sys.executable, "-c", CHILD, str(paths["providers.telemetry.joblog._gaps"]),
          str(paths["providers.telemetry.kernel.sources._stamps"])],
