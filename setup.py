@@ -1,5 +1,6 @@
-"""The compiled parts of the service: the job-log reader's gap pass (providers/telemetry/joblog/_gaps.c) and the
-kernel-log block's stamp facts (providers/telemetry/kernel/sources/_stamps.c).
+"""The compiled parts of the service: the job-log reader's gap pass (providers/telemetry/joblog/_gaps.c) and its
+reading of PyTorch's watchdog and progress lines (providers/telemetry/joblog/_kind_lines.c), and the kernel-log
+block's stamp facts (providers/telemetry/kernel/sources/_stamps.c).
 
 Everything else is in pyproject.toml. `make venv` builds them in place for a checkout (`setup.py build_ext
 --inplace`); `pip install .` and the image build them as well.
@@ -12,6 +13,11 @@ setup(
         Extension(
             "providers.telemetry.joblog._gaps",
             ["providers/telemetry/joblog/_gaps.c"],
+            extra_compile_args=["-O3", "-Wall", "-Wextra"],
+        ),
+        Extension(
+            "providers.telemetry.joblog._kind_lines",
+            ["providers/telemetry/joblog/_kind_lines.c"],
             extra_compile_args=["-O3", "-Wall", "-Wextra"],
         ),
         Extension(

@@ -234,6 +234,19 @@ def test_torchelastic_s_summary_cut_out_of_the_buffer_gives_what_every_line_give
         assert got == want
 
 
+@pytest.mark.parametrize(("line", "at_once"), [
+    (None, True),
+    ("  traceback : RuntimeError: ncclSystemError: unhandled system error", False),  # another kind's marker
+    ("  note      : Timed out waiting for job step to complete", False),  # a marker the search found mid-line
+    ("(rank 3) a line of its own", True),  # ` (rank ` is a marker of the table: here the newline takes its blank
+])
+def test_a_summary_is_taken_at_once_unless_the_search_found_another_kinds_marker_in_it(line, at_once: bool) -> None:
+    lines = [*SUMMARY[:10], line, SUMMARY[-1]] if line else SUMMARY
+    got, want, fed = _both("\n".join([*_training(2), *lines, *_training(1)]).encode())
+    assert got == want
+    assert (fed == 0) is at_once
+
+
 def _loki(lines: list[str]) -> list[str]:
     """`lines` as the Loki source hands them over: each entry's time in front (`loki._stamp`'s shape)."""
     return [f"2026-09-09T11:58:{i % 60:02d}.{i:06d}Z {line}" for i, line in enumerate(lines)]
@@ -249,6 +262,10 @@ def _loki(lines: list[str]) -> list[str]:
     (lambda lines: [*lines[:6], lines[6][:28] + "node-a: stray output of the node's own host", *lines[7:]], False),
     (lambda lines: [*lines[:6], lines[6][:28] + "[rank2]: a rank's line", *lines[7:]], False),
     (lambda lines: lines[:-1], False),  # no closing line
+    # another kind's marker in a line's text; the table's marker ` (rank ` across a line's time and its text is in
+    # neither the line's text nor the time: the line is a summary's line
+    (lambda lines: [*lines[:10], lines[10][:28] + "  traceback : RuntimeError: ncclSystemError: x", lines[11]], False),
+    (lambda lines: [*lines[:10], lines[10][:27] + " (rank 3) a line after its time", lines[11]], True),
 ])
 def test_a_summary_behind_lokis_time_is_taken_at_once_with_what_every_line_gives(variant, at_once: bool) -> None:
     # the Loki source's lines each carry Loki's time in front: the parser reads it as the line's time
@@ -390,13 +407,6 @@ def test_loki_stamped_kind_lines_are_read_by_their_shape_with_what_every_line_gi
         got, want, taken = _by_shape([other + line for line in _KIND_LINES])
         assert got == want
         assert taken == 0
-
-
-def test_the_shapes_groups_are_in_the_order_the_reader_takes_them() -> None:
-    # `_kind_run` reads the match's groups by position (one call for all of them)
-    assert tuple(prefilter._KIND_LINE.groupindex) == (
-        "prefix", "stamp", "rank", "head", "group_rank", "seq", "op", "timeout", "ran", "work", "enq", "done"
-    )
 
 
 def test_a_run_of_kind_lines_broken_by_a_time_the_parser_does_not_read_is_taken_on_both_sides_of_it() -> None:

@@ -1,13 +1,16 @@
 """The compiled parts read untrusted bytes: built with AddressSanitizer and UndefinedBehaviorSanitizer and fed random
 and mutated input, no read outside a buffer, no overflow, no undefined behaviour.
 
-setup.py's C sources (the job-log reader's gap pass, the kernel-log block's stamp facts and bisection) are built
+setup.py's C sources (the job-log reader's gap pass and its reading of watchdog and progress lines, the kernel-log
+block's stamp facts and bisection) are built
 by setup.py into a temporary folder with `-fsanitize=address,undefined`, and a child process loads them (the sanitizers'
 runtimes preloaded, as an instrumented library needs, and Python's objects each allocated by malloc, so that a read
 past one is seen) and calls each function on seeded random bytes, on valid
-gaps and blocks with bytes flipped, cut or repeated, and on every start and end of short inputs; a sanitizer's
+gaps, blocks and lines with bytes flipped, cut or repeated, and on every start and end of short inputs (the line
+reader's input also in a buffer of its own size: a bytes object has a NUL after its end); a sanitizer's
 report ends the child with an error. The functions' answers are compared with Python's in
-tests/joblog/test_gaps.py and tests/telemetry/test_stamp_facts.py; here only their memory safety is.
+tests/joblog/test_gaps.py, tests/joblog/test_kind_lines.py and tests/telemetry/test_stamp_facts.py; here only their
+memory safety is.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ SANITIZE = "-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-om
 
 CHILD = textwrap.dedent(
     """
-    import importlib.machinery, importlib.util, random, sys
+    import ctypes, importlib.machinery, importlib.util, random, sys
 
     def load(name, path):
         loader = importlib.machinery.ExtensionFileLoader(name, path)
@@ -34,11 +37,20 @@ CHILD = textwrap.dedent(
 
     gaps = load("providers.telemetry.joblog._gaps", sys.argv[1])
     stamps = load("providers.telemetry.kernel.sources._stamps", sys.argv[2])
+    kinds = load("providers.telemetry.joblog._kind_lines", sys.argv[3])
     rng = random.Random(20261207)
     line = b"2026-12-07T10:00:%02d.000000+00:00 host kernel: [ %d.5] eth0 [rank%d]: up\\n"
     block = b"".join(line % (i, i, i % 8) for i in range(40))
     gap = b"".join(b"[rank%d]:[I1207 10:00:00.1 x.cpp:1] loss 0.5\\n" % (i % 8) for i in range(40))
-    pieces = [b"[", b"[rank", b"]:", b"\\n", b"1", b"9" * 12, b"2026-12-07T10:00:00", b".", b" ", b"\\x00", b"\\xff"]
+    kind = (
+        b"2026-12-07T10:00:00.000001Z [rank3]:[E909 17:59:58.000414643 77 ProcessGroupNCCL.cpp:616] [PG ID 0 PG GUID "
+        b"0(default_pg) Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, "
+        b"NumelIn=4, Timeout(ms)=600000) ran for 600067 milliseconds before timing out.\\n"
+        b"[rank3]:[PG 1 (mesh) Rank 3] Exception (either an error or timeout) detected by watchdog at work: -1580, "
+        b"last enqueued NCCL work: 1582, last completed NCCL work: 9999999999999999999.\\n"
+    )
+    pieces = [b"[", b"[rank", b"]:", b"\\n", b"1", b"9" * 12, b"2026-12-07T10:00:00", b".", b" ", b"\\x00", b"\\xff",
+              b"Timeout(ms)=", b"T", b"-"]
 
     def mutated(data):
         data = bytearray(data)
@@ -54,12 +66,17 @@ CHILD = textwrap.dedent(
                 data[at:at] = data[max(0, at - 30) : at]
         return bytes(data)
 
+    def exact(data):
+        # the bytes in a buffer of their own size: a bytes object holds a NUL after its end, an array spare room
+        return (ctypes.c_char * len(data)).from_buffer_copy(data)
+
     def inputs():
         for _ in range(4000):
             yield bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200)))
             yield b"".join(rng.choice(pieces) for _ in range(rng.randrange(1, 60)))
             yield mutated(block)
             yield mutated(gap)
+            yield mutated(kind)
 
     calls = 0
     for data in inputs():
@@ -69,14 +86,26 @@ CHILD = textwrap.dedent(
         gaps.place(data, start, rng.randrange(start + 1, len(data) + 1), rng.choice([0, 5, 507, 10**9]))
         stamps.facts(data, b"T", b".", 6, b"+00:00")
         stamps.facts(data, b" ", b"", 0, b"Z")
+        end = rng.randrange(start, len(data) + 1)
+        own = exact(data)
+        for watchdog in (True, False):
+            kinds.read(own, start, end, rng.randrange(0, 300), watchdog, rng.choice([4096, end - start, 10]))
+            kinds.read(own, 0, len(data), len(data), watchdog, 4096)
         if data.endswith(b"\\n"):
             stamps.line_after(data, data[:rng.randrange(0, 40)], rng.random() < 0.5, data.count(b"\\n"))
         calls += 1
     for size in range(1, 24):  # every start and end of short inputs
         data = (gap[:size] + block[:size])[:size]
+        for line in kind.split(b"\\n")[:2]:  # every end of each kind line (the shape cut anywhere)
+            for end in range(len(line) + 1):
+                own = exact(line[:end])
+                kinds.read(own, 0, end, end, True, 4096)
+                kinds.read(own, 0, end, end, False, 4096)
         for start in range(size):
             for end in range(start + 1, size + 1):
                 gaps.place(data, start, end, 3)
+                kinds.read(data, start, end, end - start, True, 4096)
+                kinds.read(data, start, end, end - start, False, 4096)
         stamps.facts(data, b"T", b".", 6, b"+00:00")
     print("calls", calls)
     """
@@ -98,10 +127,14 @@ def test_the_compiled_parts_read_random_and_mutated_input_without_a_sanitizer_re
     )  # fmt: skip
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     paths = {".".join(p.relative_to(lib).parts[:-1] + (p.name.split(".")[0],)): p for p in lib.rglob("*.so")}
-    assert sorted(paths) == ["providers.telemetry.joblog._gaps", "providers.telemetry.kernel.sources._stamps"]
+    assert sorted(paths) == [
+        "providers.telemetry.joblog._gaps", "providers.telemetry.joblog._kind_lines",
+        "providers.telemetry.kernel.sources._stamps",
+    ]  # fmt: skip
     child = subprocess.run(
         [sys.executable, "-c", CHILD, str(paths["providers.telemetry.joblog._gaps"]),
-         str(paths["providers.telemetry.kernel.sources._stamps"])],
+         str(paths["providers.telemetry.kernel.sources._stamps"]),
+         str(paths["providers.telemetry.joblog._kind_lines"])],
         env={
             **os.environ,
             "LD_PRELOAD": f"{_runtime('libasan.so')}:{_runtime('libubsan.so')}",

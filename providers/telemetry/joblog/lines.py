@@ -235,17 +235,17 @@ class NodeParser:
             self._records(rank, self._marker(body), body, self._line(), hits)
 
     def kind_lines(self, lines: list[KindLine]) -> int:
-        """`feed` for a run of lines `prefilter` read by their shape (`prefilter._KIND_LINE`), one after the other:
-        each with Loki's time in front where its flag says so, `[rankN]:`, a C++ log header, a process-group marker
-        (its text before `Rank `, and its rank) and a watchdog timeout or progress message, printable ASCII, read
-        while no block is followed and no desync report waits (`plain`, which they leave as it is), whose markers
-        are those of the one kind its reader reads (`kind_of`), with what that kind's reader gives for its message.
+        """`feed` for a run of lines `prefilter` read by their shape (`prefilter.read_kind_line`), one after the
+        other: each with Loki's time in front where its flag says so, `[rankN]:`, a C++ log header, a process-group
+        marker (its text before `Rank `, and its rank) and a watchdog timeout or progress message, printable ASCII,
+        read while no block is followed and no desync report waits (`plain`, which they leave as it is), whose markers
+        are those of the one kind it is (`kind_of`), with what that kind's reader gives for its message.
         What `feed` keeps of each: the rank's sighting and the kind's record. Return how many were taken, in order:
         all but from the first whose stamp in front is not one the parser reads as a collector's time."""
         seen, timeouts, progress = self._seen, self._timeouts, self._progress
         number = start = self._number
         line = current = None
-        for text, stamped, rank, head, group_rank, reader, values in lines:
+        for text, stamped, rank, head, group_rank, watchdog, values in lines:
             stamp: _Stamp = STAMP.match(text) if stamped else None
             if stamped and (stamp is None or stamp.group("stream")):
                 break
@@ -257,11 +257,11 @@ class NodeParser:
             elif len(seen) < MAX_RECORDS:
                 seen[rank] = [number, text, stamp, False]
             line = LogLine(text[:MAX_TEXT], None if stamp is None else parse_stamp(stamp), number)
-            records = timeouts if reader is WATCHDOG_READER else progress
+            records = timeouts if watchdog else progress
             if len(records) < MAX_RECORDS:
                 found = _group_head(head)
                 group = None if found is None else GroupRank(found[0], group_rank, found[1])
-                records.append(reader.record(line, rank, group, *values))
+                records.append((WatchdogTimeout if watchdog else WorkProgress)(line, rank, group, *values))
             self._last_prefixed_rank = rank
         if current is not None:
             self._number = number
@@ -815,31 +815,25 @@ def _is_exception_line(body: str) -> bool:
     return m is not None and m.group("name").endswith(_EXCEPTION_SUFFIXES)
 
 
-@dataclass(frozen=True, slots=True)
-class KindReader:
-    """A kind of line `NodeParser.kind_lines` takes: its `parse` value in the signal table and the record it makes."""
-
-    parse: str
-    record: type
-
-
-WATCHDOG_READER = KindReader("watchdog", WatchdogTimeout)
-PROGRESS_READER = KindReader("progress", WorkProgress)
-#: a line `NodeParser.kind_lines` takes: its text, whether Loki's time is in front, its rank, its process-group
-#: marker's text before `Rank ` and the marker's rank, its kind's reader and what that reader gives for its message
-KindLine = tuple[str, bool, int, str, int, KindReader, tuple[Any, ...]]
+#: a line `NodeParser.kind_lines` takes (`prefilter.read_kind_line` reads it): its text, whether Loki's time is in
+#: front, its rank, its process-group marker's text before `Rank ` and the marker's rank, whether it is a watchdog
+#: timeout (else a progress line), and what its kind's reader gives for its message: (seq, op, timeout, ran) as
+#: `kinds.watchdog` reads them, (work, enqueued, completed) as `kinds.progress` does
+KindLine = tuple[str, bool, int, str, int, bool, tuple[Any, ...]]
+#: the `parse` value of each kind `NodeParser.kind_lines` takes in the signal table: True for the watchdog's timeout
+_KIND_PARSES = {"watchdog": True, "progress": False}
 
 
 @functools.lru_cache(maxsize=4096)
-def kind_of(found: tuple[int, ...]) -> KindReader | None:
+def kind_of(found: tuple[int, ...]) -> bool | None:
     """The kind of a line whose search found the table's markers `found` (ids in `signals.MARKERS`) when their rows
-    are all of one kind `NodeParser.kind_lines` takes (a watchdog timeout, a progress line) and no other row reads the
-    line; else None."""
+    are all of one kind `NodeParser.kind_lines` takes: True for a watchdog timeout, False for a progress line; None
+    when they are of another kind or of more than one, or another row reads the line."""
     hits = _found_hits(found)
     if hits.text_rows or hits.format_rows or len(hits.parses) != 1:
         return None
     (parse,) = hits.parses
-    return next((r for r in (WATCHDOG_READER, PROGRESS_READER) if r.parse == parse), None)
+    return _KIND_PARSES.get(parse)
 
 
 def parse_lines(node: str, lines: list[str], resolve: NodeResolver) -> NodeLog:

@@ -33,20 +33,24 @@ import re
 from collections import Counter
 
 from providers.telemetry.compiled import compiled
-from providers.telemetry.joblog.lines import (
-    PROGRESS_READER,
-    WATCHDOG_READER,
-    KindLine,
-    Marks,
-    NodeParser,
-    kind_of,
-)
+from providers.telemetry.joblog.lines import KindLine, Marks, NodeParser, kind_of
 from providers.telemetry.joblog.patterns import MAX_LINE_CHARS, PREFIX_SCAN
 from providers.telemetry.joblog.signals import MARKERS, STANDALONE
 from providers.telemetry.literals import Literals
 
 #: the gap pass (`_gaps.c`)
 place = compiled("providers.telemetry.joblog._gaps").place
+#: PyTorch's watchdog timeout and progress lines read in place (`_kind_lines.c`): printable ASCII, Loki's time in
+#: front where the Loki source puts it (`loki._stamp`), `[rankN]:`, the C++ log header (`[E909 17:59:58.000415432
+#: ProcessGroupNCCL.cpp:616] `, a thread id after the time in some releases), the process-group marker (`[Rank N]`,
+#: `[PG 1 Rank N]`, `[PG ID 0 PG GUID 0(default_pg) Rank N]`) and the message, to the line's end. Read so, a line
+#: gives what the node parser's readers give it (`kinds.watchdog`, `kinds.progress`, `NodeParser._marker`): the
+#: header holds no `[` the marker search could take, the message starts right behind the marker, the watchdog's tail
+#: is at the first `Timeout(ms)=` after its head, and a progress line holds nothing after its numbers that another of
+#: its shapes could start with. `tests/joblog/test_prefilter.py` compares the reader with the parser on every shape,
+#: behind Loki's time, and on lines one step off each; `tests/joblog/test_kind_lines.py` the compiled reading with a
+#: regular expression of the same shape.
+read_kind_line = compiled("providers.telemetry.joblog._kind_lines").read
 
 #: texts that make a line a candidate besides the table's markers: they open or mark what the parser follows
 STRUCTURAL = (
@@ -63,28 +67,6 @@ REREAD = ('{"log":', " stdout P ", " stderr P ", "\x1b", "\x00")
 _RANK = b"[rank"
 #: the time the Loki source puts in front of each line (`loki._stamp`: RFC 3339, microseconds, UTC) and a blank
 _LOKI_TIME = rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z "
-#: PyTorch's watchdog timeout and progress lines as ProcessGroupNCCL prints them behind a rank prefix, in printable
-#: ASCII: Loki's time where the Loki source puts it in front (`loki._stamp`), `[rankN]:`, the C++ log header
-#: (`[E909 17:59:58.000415432 ProcessGroupNCCL.cpp:616] `, a thread id after the time in some releases), the
-#: process-group marker (`[Rank N]`, `[PG 1 Rank N]`, `[PG ID 0 PG GUID 0(default_pg) Rank N]`) and the message, to
-#: the line's end. Read so, a line gives what the node parser's readers give it (`kinds.watchdog`, `kinds.progress`,
-#: `NodeParser._marker`): the header holds no `[` the marker search could take, the message starts right behind the
-#: marker, the watchdog's tail is at the first `Timeout(ms)=` after its head (the text before it is read a `T` at a
-#: time, the check that no `Timeout(ms)=` starts there made at each `T`, not at each character), and a progress line
-#: holds nothing after its numbers that another of its shapes could start with. `tests/joblog/test_prefilter.py`
-#: compares it with the parser on every shape, behind Loki's time, and on lines one step off each.
-_KIND_LINE = re.compile(
-    rb"(?P<prefix>(?P<stamp>" + _LOKI_TIME + rb")?\[rank(?P<rank>\d{1,9}+)\]: ?+)"
-    rb"(?:\[[IWEF]\d{3,4}+ \d\d:\d\d:\d\d\.\d{1,9}+ (?:\d{1,10}+ )?[A-Za-z_][A-Za-z0-9_.]{0,63}+:\d{1,6}+\] )?"
-    rb"(?P<head>\[(?:PG (?:ID )?\d{1,9}+ (?:PG GUID [!-Z\\^-~]{1,128}+ |\([ -(*-Z\\^-~]{1,128}+\) )?)?)"
-    rb"Rank (?P<group_rank>\d{1,9}+)\] "
-    rb"(?:Watchdog caught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>\d{1,19}+), )?"
-    rb"OpType=(?P<op>[A-Z_]{1,40}+)[ -SU-~]*+(?:T(?!imeout\(ms\)=)[ -SU-~]*+)*"
-    rb"Timeout\(ms\)=(?P<timeout>\d{1,12}+)\) ran for (?P<ran>\d{1,15}+) milliseconds before timing out\.?"
-    rb"|(?:Exception \(either an error or timeout\) detected by watchdog at work|Timeout at NCCL work): "
-    rb"(?P<work>-?\d{1,19}+), last enqueued NCCL work: (?P<enq>-?\d{1,19}+), "
-    rb"last completed NCCL work: (?P<done>-?\d{1,19}+)\.?)"
-)
 #: where torchelastic's summary starts (`Failures:`, `Root Cause (first observed failure):`) and the line of `=` that
 #: ends it, looked for within _SUMMARY_BYTES
 _SUMMARY_STARTS = (b"Failures:", b"Root Cause")
@@ -222,7 +204,7 @@ def _feed_candidate(parser: NodeParser, data: bytes, candidate: tuple[int, int, 
 
 
 def _kind_run(parser: NodeParser, data: bytes, candidates: list[tuple[int, int, Marks]], k: int) -> int:
-    """Read the run of watchdog timeout and progress lines in PyTorch's own shape (`_KIND_LINE`) that starts at
+    """Read the run of watchdog timeout and progress lines in PyTorch's own shape (`read_kind_line`) that starts at
     candidate `k`, one line after the other, each with its kind's markers alone, and hand them to the parser at once
     (`NodeParser.kind_lines`); the parser reading by itself (`NodeParser.plain`, which such lines leave as it is).
     Return how many candidate lines were taken: 0 when the first is none of them. A line the parser does not take
@@ -233,24 +215,15 @@ def _kind_run(parser: NodeParser, data: bytes, candidates: list[tuple[int, int, 
     expected = candidates[k][0]
     while j < count:
         start, end, marks = candidates[j]
-        if start != expected or end - start > MAX_LINE_CHARS:
+        if start != expected:
             break
-        reader = kind_of(marks[0])
-        if reader is None:
+        watchdog = kind_of(marks[0])
+        if watchdog is None:
             break
-        m = _KIND_LINE.fullmatch(data, start, end)
-        if m is None or marks[1] < m.end(1) - start:  # a marker inside the prefix
+        line = read_kind_line(data, start, end, marks[1], watchdog, MAX_LINE_CHARS)
+        if line is None:  # not in the shape, or a marker inside its prefix
             break
-        _, stamp, rank, head, group_rank, seq, op, timeout, ran, work, enq, done = m.groups()  # in the pattern's order
-        values: tuple[object, ...]
-        if op is not None and reader is WATCHDOG_READER:
-            values = (int(seq) if seq is not None else None, op.decode(), int(timeout), int(ran))
-        elif op is None and reader is PROGRESS_READER:
-            values = (int(work), int(enq), int(done))
-        else:  # the line's markers are another kind's than its shape (none of the table's rows does that)
-            break
-        run.append((data[start:end].decode("ascii"), stamp is not None, int(rank), head.decode("ascii"),
-                    int(group_rank), reader, values))  # fmt: skip
+        run.append(line)
         expected = end + 1
         j += 1
     if not run:
