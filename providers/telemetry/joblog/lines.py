@@ -288,9 +288,11 @@ class NodeParser:
         bodies = lines
         if stamped:
             bodies = []
+            text = "\n".join(lines)
+            cri = " stdout " in text or " stderr " in text  # else no line can be in CRI's shape (`_cri`)
             for i, line in enumerate(lines):
                 stamp = STAMP.match(line)
-                if stamp is None or stamp.group("stream") or _cri(line, stamp) is not None:
+                if stamp is None or stamp.group("stream") or (cri and _cri(line, stamp) is not None):
                     return False
                 stamps[i] = stamp
                 bodies.append(line[stamp.end() :])  # what `_split` leaves of it, the checks below holding
@@ -638,6 +640,14 @@ class NodeParser:
 
     def _elastic(self, body: str) -> None:
         """torchelastic's summary: `Failures:` entries, then `Root Cause (first observed failure):` and its entry."""
+        entry = self._elastic_entry
+        if entry is not None and body[:2] == "  " and len(entry.lines) < MAX_BLOCK_LINES:
+            # an open entry's field, most of a summary's lines: none of the steps below reads it another way (a field
+            # starts with its key, no section's heading, line of dashes, entry or `<NO_OTHER_FAILURES>`)
+            m = ELASTIC_FIELD.match(body)
+            if m:
+                self._field(entry, m)
+                return
         if self._elastic_section is None and not body.startswith(("Failures:", "Root Cause")):
             return
         stripped = body.strip()
@@ -675,12 +685,7 @@ class NodeParser:
             return
         m = ELASTIC_FIELD.match(body)
         if m:
-            key, value = m.group("key"), m.group("value").strip()
-            entry.values[key] = value
-            entry.lines.append(self._line())
-            entry.in_traceback = key == "traceback"
-            if entry.in_traceback and value.startswith("Traceback"):
-                entry.traceback_exception = None
+            self._field(entry, m)
             return
         if entry.in_traceback and body.startswith("  "):
             inner = body[2:]
@@ -691,6 +696,16 @@ class NodeParser:
         # Anything else ends the summary (output of another process cut into it).
         self._close_elastic_entry()
         self._elastic_section = None
+
+    def _field(self, entry: _ElasticEntry, m: re.Match[str]) -> None:
+        """An entry's field (`ELASTIC_FIELD`): its value kept, its line as evidence."""
+        key, value = m.group("key", "value")
+        value = value.strip()
+        entry.values[key] = value
+        entry.lines.append(self._line())
+        entry.in_traceback = key == "traceback"
+        if entry.in_traceback and value.startswith("Traceback"):
+            entry.traceback_exception = None
 
     def _close_elastic_entry(self) -> None:
         entry = self._elastic_entry
