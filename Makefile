@@ -12,10 +12,11 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-build.txt
 	$(PY) -m pip install --disable-pip-version-check --progress-bar off -r requirements-dev.txt
 	touch $(STAMP)
 
-## The compiled parts (setup.py: the job-log reader's gap pass and its watchdog lines, the kernel-log block's stamp
-## facts), built in place beside their sources with the C compiler and the Python headers of the machine; made again
-## when a source changes.
-COMPILED_SOURCES := providers/telemetry/joblog/_gaps.c providers/telemetry/joblog/_kind_lines.c \
+## The compiled parts (setup.py: the job-log reader's candidate lines, gap pass and watchdog lines, the kernel-log
+## block's stamp facts), built in place beside their sources with the C compiler and the Python headers of the
+## machine; made again when a source changes.
+COMPILED_SOURCES := providers/telemetry/joblog/_candidates.c \
+	providers/telemetry/joblog/_gaps.c providers/telemetry/joblog/_kind_lines.c \
 	providers/telemetry/kernel/sources/_stamps.c
 COMPILED := $(VENV)/.built-compiled
 $(COMPILED): setup.py $(COMPILED_SOURCES)

@@ -1,6 +1,7 @@
-"""The compiled parts of the service: the job-log reader's gap pass (providers/telemetry/joblog/_gaps.c) and its
-reading of PyTorch's watchdog and progress lines (providers/telemetry/joblog/_kind_lines.c), and the kernel-log
-block's stamp facts (providers/telemetry/kernel/sources/_stamps.c).
+"""The compiled parts of the service: the job-log reader's candidate lines (providers/telemetry/joblog/_candidates.c),
+gap pass (providers/telemetry/joblog/_gaps.c) and reading of PyTorch's watchdog and progress lines
+(providers/telemetry/joblog/_kind_lines.c), and the kernel-log block's stamp facts
+(providers/telemetry/kernel/sources/_stamps.c).
 
 Everything else is in pyproject.toml. `make venv` builds them in place for a checkout (`setup.py build_ext
 --inplace`); `pip install .` and the image build them as well.
@@ -13,6 +14,11 @@ setup(
         Extension(
             "providers.telemetry.joblog._gaps",
             ["providers/telemetry/joblog/_gaps.c"],
+            extra_compile_args=["-O3", "-Wall", "-Wextra"],
+        ),
+        Extension(
+            "providers.telemetry.joblog._candidates",
+            ["providers/telemetry/joblog/_candidates.c"],
             extra_compile_args=["-O3", "-Wall", "-Wextra"],
         ),
         Extension(

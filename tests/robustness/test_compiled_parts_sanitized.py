@@ -1,16 +1,16 @@
 """The compiled parts read untrusted bytes: built with AddressSanitizer and UndefinedBehaviorSanitizer and fed random
 and mutated input, no read outside a buffer, no overflow, no undefined behaviour.
 
-setup.py's C sources (the job-log reader's gap pass and its reading of watchdog and progress lines, the kernel-log
-block's stamp facts and bisection) are built
+setup.py's C sources (the job-log reader's candidate lines, gap pass and reading of watchdog and progress lines, the
+kernel-log block's stamp facts and bisection) are built
 by setup.py into a temporary folder with `-fsanitize=address,undefined`, and a child process loads them (the sanitizers'
 runtimes preloaded, as an instrumented library needs, and Python's objects each allocated by malloc, so that a read
 past one is seen) and calls each function on seeded random bytes, on valid
 gaps, blocks and lines with bytes flipped, cut or repeated, and on every start and end of short inputs (the line
 reader's input also in a buffer of its own size: a bytes object has a NUL after its end); a sanitizer's
 report ends the child with an error. The functions' answers are compared with Python's in
-tests/joblog/test_gaps.py, tests/joblog/test_kind_lines.py and tests/telemetry/test_stamp_facts.py; here only their
-memory safety is.
+tests/joblog/test_candidates.py, tests/joblog/test_gaps.py, tests/joblog/test_kind_lines.py and
+tests/telemetry/test_stamp_facts.py; here only their memory safety is.
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ CHILD = textwrap.dedent(
     gaps = load("providers.telemetry.joblog._gaps", sys.argv[1])
     stamps = load("providers.telemetry.kernel.sources._stamps", sys.argv[2])
     kinds = load("providers.telemetry.joblog._kind_lines", sys.argv[3])
+    candidates = load("providers.telemetry.joblog._candidates", sys.argv[4])
+    lengths = tuple(range(1, 9))
+    deciding = bytes([1, 0, 1, 1, 0, 1, 0, 1])
     rng = random.Random(20261207)
     line = b"2026-12-07T10:00:%02d.000000+00:00 host kernel: [ %d.5] eth0 [rank%d]: up\\n"
     block = b"".join(line % (i, i, i % 8) for i in range(40))
@@ -88,6 +91,12 @@ CHILD = textwrap.dedent(
         stamps.facts(data, b" ", b"", 0, b"Z")
         end = rng.randrange(start, len(data) + 1)
         own = exact(data)
+        # matches of words of 1-8 bytes anywhere in the data (ends from 0 to one past it: the last refused)
+        found = sorted((rng.randrange(0, len(data) + 2), rng.randrange(8)) for _ in range(rng.randrange(0, 30)))
+        try:
+            candidates.lines(own, found, lengths, deciding, rng.randrange(0, 9))
+        except ValueError:
+            pass
         for watchdog in (True, False):
             kinds.read(own, start, end, rng.randrange(0, 300), watchdog, rng.choice([4096, end - start, 10]))
             kinds.read(own, 0, len(data), len(data), watchdog, 4096)
@@ -128,13 +137,13 @@ def test_the_compiled_parts_read_random_and_mutated_input_without_a_sanitizer_re
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     paths = {".".join(p.relative_to(lib).parts[:-1] + (p.name.split(".")[0],)): p for p in lib.rglob("*.so")}
     assert sorted(paths) == [
-        "providers.telemetry.joblog._gaps", "providers.telemetry.joblog._kind_lines",
-        "providers.telemetry.kernel.sources._stamps",
+        "providers.telemetry.joblog._candidates", "providers.telemetry.joblog._gaps",
+        "providers.telemetry.joblog._kind_lines", "providers.telemetry.kernel.sources._stamps",
     ]  # fmt: skip
     child = subprocess.run(
         [sys.executable, "-c", CHILD, str(paths["providers.telemetry.joblog._gaps"]),
          str(paths["providers.telemetry.kernel.sources._stamps"]),
-         str(paths["providers.telemetry.joblog._kind_lines"])],
+         str(paths["providers.telemetry.joblog._kind_lines"]), str(paths["providers.telemetry.joblog._candidates"])],
         env={
             **os.environ,
             "LD_PRELOAD": f"{_runtime('libasan.so')}:{_runtime('libubsan.so')}",

@@ -40,6 +40,8 @@ from providers.telemetry.literals import Literals
 
 #: the gap pass (`_gaps.c`)
 place = compiled("providers.telemetry.joblog._gaps").place
+#: the candidate lines grouped from the search's matches (`_candidates.c`)
+candidate_lines = compiled("providers.telemetry.joblog._candidates").lines
 #: PyTorch's watchdog timeout and progress lines read in place (`_kind_lines.c`): printable ASCII, Loki's time in
 #: front where the Loki source puts it (`loki._stamp`), `[rankN]:`, the C++ log header (`[E909 17:59:58.000415432
 #: ProcessGroupNCCL.cpp:616] `, a thread id after the time in some releases), the process-group marker (`[Rank N]`,
@@ -114,42 +116,17 @@ class _Search:
         self.lengths = self.literals.lengths
         # a line holding one of these is a candidate; a context-only marker alone (`~` in the table) is not
         standalone = set(STANDALONE) | set(STRUCTURAL) | set(REREAD)
-        self.deciding = frozenset(i for i, w in enumerate(words) if w in standalone)
+        #: 1 for each word whose line is a candidate
+        self.deciding = bytes(w in standalone for w in words)
 
     def lines(self, data: bytes) -> list[tuple[int, int, Marks]]:
         """The candidate lines of `data`, in order: (where the line starts, where it ends (its newline, or the end
-        of the data), what the search found in it (`lines.Marks`))."""
+        of the data), what the search found in it (`lines.Marks`)), grouped from the matches in C
+        (`_candidates.c`)."""
         found = self.literals.ends(data)
         if not found:
             return []
-        lengths, deciding, markers = self.lengths, self.deciding, self.markers
-        out: list[tuple[int, int, Marks]] = []
-        head = tail = -1
-        first = 0  # the line's first match in `found`
-        ids: list[int] = []
-        low = high = 0
-        candidate = False
-        for index, (end, ident) in enumerate(found):
-            start = end - lengths[ident]
-            if start >= tail:  # a match on the next line (no word holds a newline)
-                if candidate:
-                    out.append((head, tail, (tuple(ids), low - head, high - head, found[first:index], head, lengths)))
-                head = data.rfind(b"\n", 0, start) + 1
-                tail = data.find(b"\n", end)
-                if tail < 0:
-                    tail = len(data)
-                first, ids, low, high, candidate = index, [], tail, head, False
-            if ident < markers:
-                ids.append(ident)
-                if start < low:
-                    low = start
-                if end > high:
-                    high = end
-            if not candidate and ident in deciding:
-                candidate = True
-        if candidate:
-            out.append((head, tail, (tuple(ids), low - head, high - head, found[first:], head, lengths)))
-        return out
+        return candidate_lines(data, found, self.lengths, self.deciding, self.markers)  # type: ignore[no-any-return]
 
 
 _SEARCH = _Search()  # compiled when the reader is loaded, not on a request's first node
