@@ -526,7 +526,7 @@ class LokiJobLogSource:
             entries.reverse()  # newest first
             fresh = 0
             for entry in entries:
-                if entry in seen_at_end:
+                if seen_at_end and entry in seen_at_end:  # (an empty set still hashes the entry, its line too)
                     continue
                 fresh += 1
                 host, ts, line = entry
