@@ -409,6 +409,20 @@ def test_loki_stamped_kind_lines_are_read_by_their_shape_with_what_every_line_gi
         assert taken == 0
 
 
+def test_lokis_time_in_front_of_a_kind_line_is_the_sources_own_and_a_time_that_is_none_gives_none() -> None:
+    from providers.telemetry.joblog.loki import _stamp
+    from providers.telemetry.joblog.patterns import LOKI_STAMP
+
+    assert {len(_stamp(ns)) for ns in (0, 1_789_000_000_123_456_789, 253_402_300_799_999_999_999)} == {LOKI_STAMP}
+    # a 13th month and a 61st second: read by the shape, no time, as the parser reads them
+    stamped = [f"2026-13-09T11:58:{i:02d}.{i:06d}Z {line}" for i, line in enumerate(_KIND_LINES)]
+    stamped[3] = "2026-09-09T11:58:61.000003Z " + _KIND_LINES[3]
+    got, want, taken = _by_shape(stamped)
+    assert got == want
+    assert taken == 13
+    assert all(t.line.observed_at is None for t in want.timeouts)
+
+
 def test_a_run_of_kind_lines_broken_by_a_time_the_parser_does_not_read_is_taken_on_both_sides_of_it() -> None:
     # the shape's lines are read as a run, one after the other; a line whose time in front is not Loki's ends the run
     # (it is fed), and the lines after it start another

@@ -39,6 +39,7 @@ from providers.telemetry.joblog.patterns import (
     ELASTIC_TIME,
     EXCEPTION_HEAD,
     HOST_CHARS,
+    LOKI_STAMP,
     MARKER,
     MAX_BLOCK_LINES,
     MAX_LINE_CHARS,
@@ -52,6 +53,7 @@ from providers.telemetry.joblog.patterns import (
     classify_exception,
     parse_stamp,
     sanitize,
+    stamp_time,
 )
 from providers.telemetry.joblog.records import (
     CudaError,
@@ -240,15 +242,15 @@ class NodeParser:
         marker (its text before `Rank `, and its rank) and a watchdog timeout or progress message, printable ASCII,
         read while no block is followed and no desync report waits (`plain`, which they leave as it is), whose markers
         are those of the one kind it is (`kind_of`), with what that kind's reader gives for its message.
-        What `feed` keeps of each: the rank's sighting and the kind's record. Return how many were taken, in order:
-        all but from the first whose stamp in front is not one the parser reads as a collector's time."""
+        What `feed` keeps of each: the rank's sighting and the kind's record. Loki's time is the line's first
+        `LOKI_STAMP` characters (`dddd-dd-ddTdd:dd:dd.ddddddZ`), then a blank and the prefix, as the reader checks: the
+        parser reads it as a collector's time with no stream, and keeps it parsed (each line becomes evidence). Return
+        how many were taken: all of them."""
         seen, timeouts, progress = self._seen, self._timeouts, self._progress
         number = start = self._number
         line = current = None
         for text, stamped, rank, head, group_rank, watchdog, values in lines:
-            stamp: _Stamp = STAMP.match(text) if stamped else None
-            if stamped and (stamp is None or stamp.group("stream")):
-                break
+            stamp: _Stamp = stamp_time(text[:LOKI_STAMP]) if stamped else None
             current = (text, stamp)
             number += 1
             entry = seen.get(rank)
@@ -256,7 +258,7 @@ class NodeParser:
                 entry[0], entry[1], entry[2], entry[3] = number, text, stamp, False
             elif len(seen) < MAX_RECORDS:
                 seen[rank] = [number, text, stamp, False]
-            line = LogLine(text[:MAX_TEXT], None if stamp is None else parse_stamp(stamp), number)
+            line = LogLine(text[:MAX_TEXT], stamp, number)
             records = timeouts if watchdog else progress
             if len(records) < MAX_RECORDS:
                 found = _group_head(head)

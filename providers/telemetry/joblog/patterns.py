@@ -40,6 +40,9 @@ _TS = (
     r"(?P<date>\d{4}-\d{2}-\d{2})[T ](?P<clock>\d{2}:\d{2}:\d{2})(?:[.,](?P<frac>\d{1,9}+))?+"
     r"(?:(?P<zone>Z|[+-]\d{2}:?+\d{2})|)"
 )
+#: the length of Loki's time as the Loki source puts it in front of a line (`loki._stamp`:
+#: `dddd-dd-ddTdd:dd:dd.ddddddZ`)
+LOKI_STAMP = 27
 #: Kubernetes CRI (`<RFC 3339> stdout|stderr F|P <line>`), also with the host a collector put after the time
 CRI = re.compile(_TS + r" (?P<stream>stdout|stderr) (?P<flag>[FP]) ")
 CRI_HOST = re.compile(_TS + rf" (?P<host>[^\s]{{1,{HOST_CHARS}}}+) (?P<stream>stdout|stderr) (?P<flag>[FP]) ")

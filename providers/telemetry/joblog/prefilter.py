@@ -184,8 +184,7 @@ def _kind_run(parser: NodeParser, data: bytes, candidates: list[tuple[int, int, 
     """Read the run of watchdog timeout and progress lines in PyTorch's own shape (`read_kind_line`) that starts at
     candidate `k`, one line after the other, each with its kind's markers alone, and hand them to the parser at once
     (`NodeParser.kind_lines`); the parser reading by itself (`NodeParser.plain`, which such lines leave as it is).
-    Return how many candidate lines were taken: 0 when the first is none of them. A line the parser does not take
-    by its shape (a time in front that it does not read as a collector's) is fed, and ends the run."""
+    Return how many candidate lines were taken: 0 when the first is none of them."""
     run: list[KindLine] = []
     count = len(candidates)
     j = k
@@ -205,11 +204,7 @@ def _kind_run(parser: NodeParser, data: bytes, candidates: list[tuple[int, int, 
         j += 1
     if not run:
         return 0
-    taken = parser.kind_lines(run)
-    if taken < len(run):
-        parser.feed(run[taken][0])  # ASCII, within MAX_LINE_CHARS: as `_text` decodes it
-        taken += 1
-    return taken
+    return parser.kind_lines(run)
 
 
 def _summary(parser: NodeParser, data: bytes, pos: int) -> int:
