@@ -19,20 +19,22 @@ static Py_ssize_t line_start(const char *base, Py_ssize_t at) {
     return newline == NULL ? 0 : newline - base + 1;
 }
 
-/* One candidate line's tuple; NULL with an error set. */
-static PyObject *candidate(PyObject *found, PyObject *lengths, Py_ssize_t head, Py_ssize_t tail, PyObject *ids,
-                           Py_ssize_t low, Py_ssize_t high, Py_ssize_t first, Py_ssize_t last) {
+/* Append one candidate line's tuple to `out`: 0, or -1 with an error set. */
+static int add_candidate(PyObject *out, PyObject *found, PyObject *lengths, Py_ssize_t head, Py_ssize_t tail,
+                         PyObject *ids, Py_ssize_t low, Py_ssize_t high, Py_ssize_t first, Py_ssize_t last) {
     PyObject *id_tuple = PyList_AsTuple(ids);
     PyObject *matches = PyList_GetSlice(found, first, last);
-    PyObject *marks = NULL, *out = NULL;
+    PyObject *marks = NULL, *line = NULL;
     if (id_tuple != NULL && matches != NULL) {
         marks = Py_BuildValue("(OnnOnO)", id_tuple, low - head, high - head, matches, head, lengths);
     }
-    if (marks != NULL) out = Py_BuildValue("(nnO)", head, tail, marks);
+    if (marks != NULL) line = Py_BuildValue("(nnO)", head, tail, marks);
+    int status = line == NULL ? -1 : PyList_Append(out, line);
     Py_XDECREF(id_tuple);
     Py_XDECREF(matches);
     Py_XDECREF(marks);
-    return out;
+    Py_XDECREF(line);
+    return status;
 }
 
 static PyObject *lines(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -82,13 +84,8 @@ static PyObject *lines(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
             goto fail;
         }
         if (start >= tail) { /* a match on a later line */
-            if (is_candidate) {
-                PyObject *line = candidate(found, lengths, head, tail, ids, low, high, first, index);
-                if (line == NULL || PyList_Append(out, line) < 0) {
-                    Py_XDECREF(line);
-                    goto fail;
-                }
-                Py_DECREF(line);
+            if (is_candidate && add_candidate(out, found, lengths, head, tail, ids, low, high, first, index) < 0) {
+                goto fail;
             }
             head = line_start(base, start);
             const char *newline = memchr(base + end, '\n', (size_t)(view.len - end));
@@ -108,14 +105,7 @@ static PyObject *lines(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
         }
         if (deciding[ident]) is_candidate = 1;
     }
-    if (is_candidate) {
-        PyObject *line = candidate(found, lengths, head, tail, ids, low, high, first, count);
-        if (line == NULL || PyList_Append(out, line) < 0) {
-            Py_XDECREF(line);
-            goto fail;
-        }
-        Py_DECREF(line);
-    }
+    if (is_candidate && add_candidate(out, found, lengths, head, tail, ids, low, high, first, count) < 0) goto fail;
     Py_XDECREF(ids);
     PyBuffer_Release(&view);
     PyBuffer_Release(&mask);

@@ -7,9 +7,12 @@ prefix, that its rank wrote there. `feed_tail` therefore looks at a node's tail 
 - one Hyperscan scan (`_Search`: every marker of the signal table, `signals.MARKERS`, and the texts that open or
   mark what the parser follows or that it reads another way than they stand, one literal pattern each) reports each
   match with the marker it is. The lines holding a match of a standalone marker (`signals.STANDALONE`) or of one of
-  those texts are the *candidate* lines; the others' matches (a context-only marker alone) decide nothing. Each
+  those texts are the *candidate* lines (one compiled pass over the matches finds them, `_candidates.c`); the others'
+  matches (a context-only marker alone) decide nothing. Each
   candidate line is decoded and fed to the parser with the markers the scan found in it (`NodeParser.feed`'s
-  `marks`), so the parser does not search the line again where the line is as it stands;
+  `marks`), so the parser does not search the line again where the line is as it stands; a run of PyTorch's
+  watchdog timeout and progress lines in their own shape is read in place (`read_kind_line`, `_kind_lines.c`) and
+  handed over at once;
 - every line while the parser is inside a block (a traceback, torchelastic's summary, a CRI line in parts, a
   `Last error:` waiting for its quote) is fed one by one, as the line reader always did; torchelastic's summary is cut
   out of the buffer up to its closing line and taken at once where nothing else can apply to its lines;
