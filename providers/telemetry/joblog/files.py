@@ -512,26 +512,25 @@ def _holds_bytes(files: list[LogFile]) -> bool:
 
 
 def _plain_tail(path: str, need: int, budget: Bytes) -> tuple[bytes, bool, int]:
-    """(the last `need` bytes at most, whether they start inside the file, bytes read)."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
+    """(the last `need` bytes at most, whether they start inside the file, bytes read), read by `pread` (no file
+    object: a node's tail is one read)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
         want = budget.take(min(need, size))
         start = size - want
-        f.seek(start)
-        data = _read_exact(f, want)
+        chunks = []
+        at = start
+        while at < size:
+            chunk = os.pread(fd, min(size - at, READ_CHUNK), at)
+            if not chunk:
+                break  # the file shrank while it was read
+            chunks.append(chunk)
+            at += len(chunk)
+    finally:
+        os.close(fd)
+    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     return data, start > 0, len(data)
-
-
-def _read_exact(f: BinaryIO, want: int) -> bytes:
-    chunks = []
-    left = want
-    while left > 0:
-        chunk = f.read(min(left, READ_CHUNK))
-        if not chunk:
-            break  # the file shrank while it was read
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 class _CountingReader:
