@@ -297,3 +297,26 @@ def test_a_plan_that_is_not_what_plan_to_wire_gives_is_refused(tmp_path: Path, c
     change(value)
     with pytest.raises(ValueError):
         wire.plan_from_wire(tmp_path, value, nodes, plan.budget, plan.reserve)
+
+
+class _AllBytes:
+    """A byte bound that grants every request."""
+
+    left = 1 << 40
+
+    def take(self, n: int) -> int:
+        return n
+
+
+def test_a_plain_tail_is_read_across_chunks_and_stops_where_a_shrinking_file_ends(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "n.log"
+    text = b"".join(b"line %07d\n" % i for i in range(300_000))  # over 3 MiB: several READ_CHUNK reads
+    path.write_bytes(text)
+    data, partial, used = files._plain_tail(str(path), 2_500_000, _AllBytes())
+    assert (data, partial, used) == (text[-2_500_000:], True, 2_500_000)
+    assert files._plain_tail(str(path), len(text) + 5, _AllBytes()) == (text, False, len(text))
+    # the file was cut after its size was read: what is there is read, nothing past it
+    real = os.fstat
+    monkeypatch.setattr(files.os, "fstat", lambda fd: os.stat_result((*real(fd)[:6], len(text) + 4096, *real(fd)[7:])))
+    data, partial, used = files._plain_tail(str(path), 10_000, _AllBytes())
+    assert (data, partial, used) == (text[-(10_000 - 4096) :], True, 10_000 - 4096)
