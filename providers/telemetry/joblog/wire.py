@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
-import operator
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -195,33 +194,59 @@ def _record(kind: type) -> tuple[Encode, Decode]:
     names = [f.name for f in fields]
     types = [str(f.type) for f in fields]
     coders = [_coder(t) for t in types]
-    count = len(fields)
-    # the fields fetched at once (one C call), then the few that need a coder of their own coded
-    fetch = operator.attrgetter(*names) if count > 1 else lambda obj: (getattr(obj, names[0]),)
-    encoders = [(i, encode) for i, (encode, _) in enumerate(coders) if encode is not _same]
-    plain = [(i, _PLAIN[t], t.endswith("None")) for i, t in enumerate(types) if t in _PLAIN]
-    coded = [(i, decode) for i, (t, (_, decode)) in enumerate(zip(types, coders, strict=True)) if t not in _PLAIN]
+    return _encoder(names, [encode for encode, _ in coders]), _decoder(kind, names, types, [d for _, d in coders])
 
-    def encode(obj: Any, ctx: Any) -> list[Any]:
-        values = list(fetch(obj))
-        for i, e in encoders:
-            values[i] = e(values[i], ctx)
-        return values
 
-    def decode(value: Any, ctx: Any) -> Any:
-        if type(value) is not list or len(value) != count:
-            raise ValueError(f"a {kind.__name__} is a list of {count} fields")
-        for i, want, optional in plain:
-            v = value[i]
-            if type(v) is not want and not (optional and v is None):  # a bool is not an int, nor an int a float
-                raise ValueError(f"a {kind.__name__}'s field {names[i]} holds a {type(v).__name__}")
-        if coded:
-            value = list(value)
-            for i, d in coded:
-                value[i] = d(value[i], ctx)
-        return kind(*value)
+def _written(body: list[str], env: dict[str, Any]) -> Callable[[Any, Any], Any]:
+    """The function whose text `body` is, made from a record's own declaration (never from a message)."""
+    exec("\n".join(body), env)  # noqa: S102 - a record's declaration written out once, at import
+    return env["code"]  # type: ignore[no-any-return]
 
-    return encode, decode
+
+def _encoder(names: list[str], encoders: list[Encode]) -> Encode:
+    """A record's encoding written out for its fields: the list of its fields' values, each coded by its coder."""
+    env: dict[str, Any] = {}
+    values = []
+    for i, (name, encode) in enumerate(zip(names, encoders, strict=True)):
+        if encode is _same:
+            values.append(f"obj.{name}")
+        else:
+            env[f"e{i}"] = encode
+            values.append(f"e{i}(obj.{name}, ctx)")
+    return _written(["def code(obj, ctx):", f"    return [{', '.join(values)}]"], env)
+
+
+def _refused(kind: str, name: str, value: Any) -> None:
+    raise ValueError(f"a {kind}'s field {name} holds a {type(value).__name__}")
+
+
+def _decoder(kind: type, names: list[str], types: list[str], decoders: list[Decode]) -> Decode:
+    """`kind`'s decoding written out for its fields, as `dataclasses` writes a record's `__init__`: the list's
+    length, each plain field's type checked in place (a bool is not an int, nor an int a float; None only where the
+    field is optional), each other field decoded by its coder, then the record. The text is made here from the
+    record's own declaration (field numbers, type names, the messages' names by `repr`), never from a message."""
+    count = len(names)
+    fields = [f"f{i}" for i in range(count)]
+    env: dict[str, Any] = {"kind": kind, "_refused": _refused}
+    body = [
+        "def code(value, ctx):",
+        f"    if type(value) is not list or len(value) != {count}:",
+        f"        raise ValueError({f'a {kind.__name__} is a list of {count} fields'!r})",
+        f"    {', '.join(fields)}, = value",
+    ]
+    args = []
+    for i, (name, annotation, decode) in enumerate(zip(names, types, decoders, strict=True)):
+        if annotation in _PLAIN:
+            check = f"type(f{i}) is not {_PLAIN[annotation].__name__}"
+            if annotation.endswith(" | None"):
+                check += f" and f{i} is not None"
+            body += [f"    if {check}:", f"        _refused({kind.__name__!r}, {name!r}, f{i})"]
+            args.append(f"f{i}")
+        else:
+            env[f"d{i}"] = decode
+            args.append(f"d{i}(f{i}, ctx)")
+    body.append(f"    return kind({', '.join(args)})")
+    return _written(body, env)
 
 
 _LINE_ROW = _record(LogLine)  # a row of a node's line table
