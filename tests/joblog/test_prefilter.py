@@ -47,6 +47,12 @@ class _CountingParser(NodeParser):
         self.by_kind += taken
         return taken
 
+    root_cause_only = 0  # summaries read at once in torchelastic's own template (`_ROOT_CAUSE_ONLY`)
+
+    def _root_cause_only(self, lines, stamps, root) -> None:
+        self.root_cause_only += 1
+        super()._root_cause_only(lines, stamps, root)
+
 
 def _both(
     data: bytes, node: str = NODE, resolve: Callable[[str], str | None] = RESOLVE
@@ -245,6 +251,55 @@ def test_a_summary_is_taken_at_once_unless_the_search_found_another_kinds_marker
     got, want, fed = _both("\n".join([*_training(2), *lines, *_training(1)]).encode())
     assert got == want
     assert (fed == 0) is at_once
+
+
+def _summary_lines(rng: random.Random) -> list[str]:
+    """A torchelastic summary in its own template, each part now and then another way (a step off the template, or
+    another shape the summary's lines take: other failures, a traceback over several lines)."""
+
+    def pick(usual: str, *others: str) -> str:
+        return rng.choice(others) if rng.random() < 0.06 else usual
+
+    values = {
+        "time": pick("2026-09-09_17:59:59", "", "  2026-09-09_17:59:59  "),
+        "host": pick(rng.choice([NODE, "node-b", "other-host", "node-a.cluster"]), "x" * 5000),
+        "rank": pick(f"{rng.randrange(64)} (local_rank: {rng.randrange(8)})", "3", "3 (local_rank: x)"),
+        "exitcode": pick(f"{rng.choice([-6, -9, 1, 137])} (pid: {rng.randrange(1, 99999)})", "-6"),
+        "error_file": pick("<N/A>", "/tmp/torchelastic_x/error.json"),
+        "traceback": pick("Signal 6 (SIGABRT) received by PID 9001", "To enable traceback see: https://x/y",
+                          "Traceback (most recent call last):", "RuntimeError: boom"),
+    }
+    fields = [f"  {key}{' ' * (10 - len(key))}: {value}" for key, value in values.items()]
+    if rng.random() < 0.05:
+        fields[rng.randrange(6)] = fields[rng.randrange(6)]  # a field twice, another missing
+    if rng.random() < 0.05:
+        fields.insert(6, "    File \"train.py\", line 3, in <module>")  # a traceback over several lines
+    if rng.random() < 0.15:  # the padding before `:`, up to past what a field's pattern takes
+        at = rng.randrange(6)
+        fields[at] = fields[at].replace(" :", rng.choice([":", "  :", " :  ", "   :", "    :", "     :"]), 1)
+    failures = [pick("  <NO_OTHER_FAILURES>", "<NO_OTHER_FAILURES>", "  <NO_OTHER_FAILURES> ")]
+    if rng.random() < 0.08:
+        failures = ["[1]:", *fields[:5]]  # another failure before the root cause
+    entry = pick(f"[{rng.randrange(1_000_000)}]:", "[1234567]:", " [0]:", "[0]: ")
+    return [pick("Failures:", "Failures: ", " Failures:"), *failures, pick("-" * 60, "-" * 60 + " ", "-"),
+            pick("Root Cause (first observed failure):", "Root Cause:", "Root Cause (first observed failure): "),
+            entry, *fields, pick("=" * 60, "= " * 30, "=")]  # fmt: skip
+
+
+def test_generated_summaries_read_at_once_in_their_template_give_what_every_line_gives() -> None:
+    rng = random.Random(20261207)
+    at_once = refused = 0
+    for i in range(1_500):
+        lines = _summary_lines(rng)
+        if i % 3 == 0:
+            lines = _loki(lines)
+        data = "\n".join([*_training(1), *lines, *_training(1)]).encode()
+        parser = _CountingParser(NODE, RESOLVE)
+        prefilter.feed_tail(parser, data)
+        assert parser.result() == parse_lines(NODE, text_lines(data), RESOLVE), lines
+        at_once += parser.root_cause_only
+        refused += not parser.root_cause_only
+    assert at_once > 300 and refused > 300, (at_once, refused)
 
 
 def _loki(lines: list[str]) -> list[str]:

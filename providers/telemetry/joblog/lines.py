@@ -311,6 +311,10 @@ class NodeParser:
         for line in _LETTER_FIRST.findall(joined):
             if self._own_host_off(line) is not line:
                 return False
+        root = _ROOT_CAUSE_ONLY.fullmatch(joined)
+        if root is not None:
+            self._root_cause_only(lines, stamps, root)
+            return True
         for line, body, stamp in zip(lines, bodies, stamps, strict=True):
             self._number += 1
             self._current = (line, stamp)
@@ -318,6 +322,19 @@ class NodeParser:
             if self._elastic_section is not None or body.startswith(("Failures:", "Root Cause")):
                 self._elastic(body)
         return True
+
+    def _root_cause_only(self, lines: list[str], stamps: list[re.Match[str] | None], root: re.Match[str]) -> None:
+        """`summary` for a summary in torchelastic's own template with no other failure (`_ROOT_CAUSE_ONLY`): what
+        its lines' steps give, at once. The entry's line and its six fields' are its evidence; the summary is closed."""
+        base = self._number
+        entry = _ElasticEntry(root=True)
+        entry.lines = [LogLine(lines[i][:MAX_TEXT], _observed(stamps[i]), base + i + 1) for i in _ROOT_ENTRY_LINES]
+        entry.values = {key: root.group(key).strip() for key in _ROOT_FIELDS}
+        self._elastic_entry = entry
+        self._close_elastic_entry()
+        self._number = base + len(lines)
+        self._current = (lines[-1], stamps[-1])
+        self._current_line = None
 
     @property
     def in_block(self) -> bool:
@@ -784,6 +801,21 @@ _NOT_SUMMARY_START = re.compile(r"\n(?:[0-9{]|Traceback| {1,8}+\d{1,7}+: |\[[A-Z
 _LETTER_FIRST = re.compile(r"\n([A-Za-z][^\n]*+)")
 #: the signal table's kinds a summary line may hold a marker of (they give no record of their own)
 _SUMMARY_PARSES = frozenset({"elastic"})
+#: the fields of torchelastic's failure entry, in its template's order
+#: (torch/distributed/elastic/multiprocessing/errors: `_FAILURE_FORMAT_TEMPLATE`)
+_ROOT_FIELDS = ("time", "host", "rank", "exitcode", "error_file", "traceback")
+#: torchelastic's summary with no other failure than its root cause, in the message's own template, a summary's lines
+#: joined as `NodeParser.summary` joins them (a newline before each): its sections, the root cause's entry and its six
+#: fields, each read as `ELASTIC_FIELD` reads it (its value's first 4,096 characters, the rest of the line not read),
+#: the traceback on one line, the closing line of `=`. Every line as the summary's steps read it one by one: the
+#: headings and lines of dashes and `=` whole, `<NO_OTHER_FAILURES>` indented by two, the entry `[N]:` alone.
+_ROOT_CAUSE_ONLY = re.compile(
+    r"\nFailures:\n  <NO_OTHER_FAILURES>\n-++\nRoot Cause \(first observed failure\):\n\[\d{1,6}+\]:"
+    + "".join(rf"\n  {key} {{0,8}}+: ?+(?P<{key}>[^\n]{{0,4096}}+)[^\n]*+" for key in _ROOT_FIELDS)
+    + r"\n=*+"
+)
+#: the lines of such a summary that are its entry's evidence: `[N]:` and its six fields
+_ROOT_ENTRY_LINES = range(4, 11)
 
 
 #: the code catalogues of the InfiniBand device's asynchronous events and work completions' statuses (`data/ib.csv`)
