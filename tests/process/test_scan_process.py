@@ -73,14 +73,22 @@ def _expected(body: dict, **extra: str) -> dict:
     return _without_ids(response.get_json())
 
 
+#: how long a worker may take to fork its scan process after the server answers (`post_fork` runs in each worker
+#: after its fork; /healthz may answer from another worker before)
+FORK_WAIT_S = 10.0
+
+
 def _scan_processes(server) -> dict[int, int]:  # noqa: ANN001
-    """Each worker's one child, the scan process (the test fails when a worker has another number of children)."""
-    found = {}
-    for worker in server.worker_pids():
-        kids = children(worker)
-        assert len(kids) == 1, (worker, kids)
-        found[worker] = kids[0]
-    return found
+    """Each worker's one child, the scan process, once every worker has forked it (the test fails when a worker has
+    another number of children within FORK_WAIT_S)."""
+    deadline = time.monotonic() + FORK_WAIT_S
+    kids = {worker: children(worker) for worker in server.worker_pids()}
+    while any(len(k) != 1 for k in kids.values()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        kids = {worker: children(worker) for worker in server.worker_pids()}
+    for worker, k in kids.items():
+        assert len(k) == 1, (worker, k)
+    return {worker: k[0] for worker, k in kids.items()}
 
 
 def test_each_worker_forks_one_scan_process_that_scans_for_it_and_the_answer_is_the_test_clients(gunicorn):
