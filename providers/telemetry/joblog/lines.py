@@ -812,7 +812,7 @@ _ROOT_FIELDS = ("time", "host", "rank", "exitcode", "error_file", "traceback")
 _ROOT_CAUSE_ONLY = re.compile(
     r"\nFailures:\n  <NO_OTHER_FAILURES>\n-++\nRoot Cause \(first observed failure\):\n\[\d{1,6}+\]:"
     + "".join(rf"\n  {key} {{0,8}}+: ?+(?P<{key}>[^\n]{{0,4096}}+)[^\n]*+" for key in _ROOT_FIELDS)
-    + r"\n=*+"
+    + r"\n=++"
 )
 #: the lines of such a summary that are its entry's evidence: `[N]:` and its six fields
 _ROOT_ENTRY_LINES = range(4, 11)
