@@ -9,27 +9,17 @@ Everything else is in pyproject.toml. `make venv` builds them in place for a che
 
 from setuptools import Extension, setup
 
+#: each part's source; its module is the source's path as a dotted name
+SOURCES = (
+    "providers/telemetry/joblog/_gaps.c",
+    "providers/telemetry/joblog/_candidates.c",
+    "providers/telemetry/joblog/_kind_lines.c",
+    "providers/telemetry/kernel/sources/_stamps.c",
+)
+
 setup(
     ext_modules=[
-        Extension(
-            "providers.telemetry.joblog._gaps",
-            ["providers/telemetry/joblog/_gaps.c"],
-            extra_compile_args=["-O3", "-Wall", "-Wextra"],
-        ),
-        Extension(
-            "providers.telemetry.joblog._candidates",
-            ["providers/telemetry/joblog/_candidates.c"],
-            extra_compile_args=["-O3", "-Wall", "-Wextra"],
-        ),
-        Extension(
-            "providers.telemetry.joblog._kind_lines",
-            ["providers/telemetry/joblog/_kind_lines.c"],
-            extra_compile_args=["-O3", "-Wall", "-Wextra"],
-        ),
-        Extension(
-            "providers.telemetry.kernel.sources._stamps",
-            ["providers/telemetry/kernel/sources/_stamps.c"],
-            extra_compile_args=["-O3", "-Wall", "-Wextra"],
-        ),
+        Extension(source.removesuffix(".c").replace("/", "."), [source], extra_compile_args=["-O3", "-Wall", "-Wextra"])
+        for source in SOURCES
     ]
 )
