@@ -15,9 +15,8 @@ import re
 import pytest
 
 from providers.telemetry.joblog.patterns import MAX_LINE_CHARS
-from providers.telemetry.joblog.prefilter import read_kind_line
+from providers.telemetry.joblog.prefilter import _LOKI_TIME, read_kind_line
 
-_LOKI_TIME = rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z "
 SHAPE = re.compile(
     rb"(?P<prefix>(?P<stamp>" + _LOKI_TIME + rb")?\[rank(?P<rank>\d{1,9}+)\]: ?+)"
     rb"(?:\[[IWEF]\d{3,4}+ \d\d:\d\d:\d\d\.\d{1,9}+ (?:\d{1,10}+ )?[A-Za-z_][A-Za-z0-9_.]{0,63}+:\d{1,6}+\] )?"
