@@ -6,12 +6,15 @@ the row its example carries: the code's row, or the row whose format it matches.
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from providers.telemetry.joblog import conclude
 from providers.telemetry.joblog.lines import parse_lines
 from providers.telemetry.joblog.nodes import exact_resolver
 from providers.telemetry.joblog.signals import BY_ID, SIGNALS, Signal, SignalMeaning
+from providers.telemetry.joblog.work import PRIMARY
 from tests.joblog import fixtures as fx
 from tests.joblog.support import logs
 
@@ -67,6 +70,24 @@ def test_a_node_sign_names_the_node_that_logged_it(row: Signal) -> None:
     out = conclude(["node-a", "node-b"], [], logs({"node-a": [row.example], "node-b": [RAN]}))
     assert [(c.node, c.category) for c in out.nodes] == [("node-a", DECIDED[row.id].category)]
     assert out.job is None
+
+
+def test_the_rows_that_decided_are_listed_in_the_scopes_order_of_their_nodes() -> None:
+    # One row of each own-failure category on a node of its own, the scope in every order: `decided_by` follows the
+    # scope's order of the named nodes (not the order a set of node names happens to iterate in, which differs from
+    # one process to another).
+    deciders: dict[str, Signal] = {}
+    for row in _rows(SignalMeaning.NODE_HARDWARE, SignalMeaning.LINK_FABRIC):
+        if DECIDED[row.id].category in PRIMARY:
+            deciders.setdefault(DECIDED[row.id].id, row)
+    rows = list(deciders.values())
+    nodes = [f"node-{k}" for k in range(len(rows))]
+    read = logs({n: [r.example] for n, r in zip(nodes, rows, strict=True)})
+    assert len(rows) >= 3
+    for scope in itertools.permutations(nodes):
+        out = conclude(list(scope), [], read)
+        assert [c.node for c in out.nodes] == list(scope)
+        assert out.decided_by == tuple(DECIDED[rows[nodes.index(n)].id].id for n in scope)
 
 
 @pytest.mark.parametrize("row", _rows(SignalMeaning.NODE_STATE), ids=lambda s: s.id)

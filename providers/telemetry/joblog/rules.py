@@ -553,7 +553,7 @@ def _decide(work: Work) -> JobLogConclusions:
         if n.node in work.context:
             context[n.node] = _bounded(work.context[n.node], work.max_evidence)
     named = {n.node for n in nodes}
-    decided = [s for node in named for c in work.nodes[node] for s in c.signals]
+    decided = [s for n in nodes for c in work.nodes[n.node] for s in c.signals]  # in scope order
     if job is not None:
         decided += [s for c in job_candidates if c.category == job.category for s in c.signals]
     return JobLogConclusions(
