@@ -164,6 +164,18 @@ def test_silent_ranks_on_a_node_where_no_rank_timed_out_point_at_it() -> None:
     assert fx.ARCTIC_219[1] in texts and fx.ARCTIC_219[0] in texts
 
 
+def test_a_silent_ranks_evidence_shows_the_first_timeout_line_before_any_progress_line() -> None:
+    # Rank 0's progress line comes first in scope order, rank 4's timeout on the next node: the timeouts are taken
+    # first, so the line shown beside the silent rank 7 (node-c) is rank 4's timeout.
+    lines = _strip(fx.LLAMAFACTORY_7396)
+    out = _conclude({"node-a": [lines[2]], "node-b": [lines[1]], "node-c": [fx.ARCTIC_219[0]]}, ranks=[0, 4, 7])
+    (finding,) = out.nodes
+    assert (finding.node, finding.category) == ("node-c", "collective_hang")
+    texts = _texts(finding)
+    assert texts[0].startswith("rank 7 on node-c reported no watchdog timeout and no error while 2 other rank")
+    assert texts[1] == lines[1] and lines[2] not in texts
+
+
 def test_a_silent_rank_no_log_places_points_at_nothing_and_says_so() -> None:
     out = _conclude({"node-a": fx.BASICSR_737}, ranks=[0, 1, 2, 3])
     assert out.nodes == () and out.job is not None and out.job.category == "collective_timeout"

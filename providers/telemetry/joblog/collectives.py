@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import timedelta
+from typing import Any
 
 from providers.telemetry.joblog.records import (
     DesyncReport,
     GroupRank,
     LogLine,
-    WatchdogTimeout,
-    WorkProgress,
 )
 from providers.telemetry.joblog.work import (
     P2P_OPS,
@@ -33,24 +32,41 @@ from providers.telemetry.joblog.work import (
 
 
 def place_ranks(work: Work) -> None:
-    """A rank's own lines in a node's file, or torchelastic's `host` + `rank`, place it on that node."""
-    seen: dict[int, set[str]] = {}
+    """A rank's own lines in a node's file, or torchelastic's `host` + `rank`, place it on that node.
+
+    Ranks are taken a node's whole set at a time where none of them was seen before (the case of every rank of a
+    large job but those its launcher's summary names again); only a node whose ranks met before is gone through rank
+    by rank. `placement` and `ambiguous` keep the order in which ranks were first seen."""
+    first: dict[int, str] = {}  # rank -> the node it was first seen on
+    more: dict[int, set[str]] = {}  # rank -> every node it was seen on, for a rank seen on more than one
     for node, log in work.logs.items():
-        for rank in log.ranks:
-            seen.setdefault(rank, set()).add(node)
+        ranks = log.ranks
+        if first.keys().isdisjoint(ranks):
+            first.update(dict.fromkeys(ranks, node))
+        else:
+            for rank in ranks:
+                _sighted(first, more, rank, node)
         for failure in log.failures:
             if failure.rank is not None and failure.host_node is not None:
-                seen.setdefault(failure.rank, set()).add(failure.host_node)
-    for rank, nodes in seen.items():
-        if len(nodes) == 1:
-            work.placement[rank] = next(iter(nodes))
+                _sighted(first, more, failure.rank, failure.host_node)
+    if not more:
+        work.placement.update(first)
+        return
+    for rank, node in first.items():
+        if rank in more:
+            work.ambiguous[rank] = more[rank]
         else:
-            work.ambiguous[rank] = nodes
-    if work.ambiguous:
-        ranks = sorted(work.ambiguous)
-        work.notes.append(
-            f"{len(ranks)} rank(s) appear in more than one node's log and are placed on no node: {listing(ranks)}"
-        )
+            work.placement[rank] = node
+    ranks = sorted(work.ambiguous)
+    work.notes.append(
+        f"{len(ranks)} rank(s) appear in more than one node's log and are placed on no node: {listing(ranks)}"
+    )
+
+
+def _sighted(first: dict[int, str], more: dict[int, set[str]], rank: int, node: str) -> None:
+    seen = first.setdefault(rank, node)
+    if seen != node:
+        more.setdefault(rank, {seen}).add(node)
 
 
 def global_rank(rank: int | None, group: GroupRank | None) -> int | None:
@@ -66,29 +82,39 @@ def global_rank(rank: int | None, group: GroupRank | None) -> int | None:
 
 
 def collectives(work: Work) -> None:
-    timeouts = [(n, t) for n, log in work.logs.items() for t in log.timeouts]
-    progress = [(n, p) for n, log in work.logs.items() for p in log.progress]
-    desync = [(n, d) for n, log in work.logs.items() for d in log.desync]
-    if not (timeouts or progress or desync):
+    logs = work.logs
+    if not any(log.timeouts or log.progress or log.desync for log in logs.values()):
         return
-    for _, t in timeouts:
-        if t.op in P2P_OPS:
-            g = global_rank(t.rank, t.group)
-            if g is not None:
-                work.p2p_ranks.add(g)
-            if t.group is not None and t.group.key is not None:
-                work.p2p_groups.add(t.group.key)
+    # One pass over the records, the timeouts first: a record's global rank (`global_rank`) and its process group's
+    # identity are read once, the rank counted among those that timed out and the record put among its group's.
+    timed_out = work.timed_out
     unidentified = 0
-    for node, rec in [*timeouts, *progress]:
-        g = global_rank(rec.rank, rec.group)
-        if g is None:
-            unidentified += 1
-        elif g not in work.timed_out:
-            work.timed_out[g] = (node, rec.line)
+    by_seq, by_progress = _Groups(), _Groups()
+    for timeouts in (True, False):
+        for node, log in logs.items():
+            for record in log.timeouts if timeouts else log.progress:
+                g, group = record.rank, record.group
+                key = None if group is None else group.key
+                if g is None and key == "default_pg":  # the default group's ranks are the global ranks
+                    g = group.rank  # type: ignore[union-attr]
+                if g is None:
+                    unidentified += 1
+                elif g not in timed_out:
+                    timed_out[g] = (node, record.line)
+                if not timeouts:
+                    by_progress.add(group, g, key, (node, record))
+                    continue
+                if record.op in P2P_OPS:  # type: ignore[union-attr]
+                    if g is not None:
+                        work.p2p_ranks.add(g)
+                    if key is not None:
+                        work.p2p_groups.add(key)
+                if record.seq is not None:  # type: ignore[union-attr]
+                    by_seq.add(group, g, key, record, record.seq)  # type: ignore[union-attr]
     behind: dict[int, list[Item]] = {}
-    _behind_by_progress(work, progress, behind)
-    _behind_by_seq(work, timeouts, behind)
-    _behind_by_desync(work, desync, behind)
+    _behind_by_progress(work, by_progress, behind)
+    _behind_by_seq(work, by_seq, behind)
+    _behind_by_desync(work, [d for log in logs.values() for d in log.desync], behind)
     silent = _silent(work, unidentified, behind)
     pointed = False
     for rank, items in sorted({**behind, **silent}.items()):
@@ -102,25 +128,37 @@ def collectives(work: Work) -> None:
         work.node(node, "collective_hang", [*items, *extra], _signals(items))
         pointed = True
     if not pointed:
-        _timeout_items(work, timeouts, progress)
+        _timeout_items(work)
 
 
-def _behind_by_progress(
-    work: Work, progress: list[tuple[str, WorkProgress]], behind: dict[int, list[Item]]
-) -> None:
+class _Groups:
+    """Records of one kind by process group: `groups` maps a group's identity to its ranks' records (the latest of a
+    rank wins); `unplaced` counts those whose group is named only by its per-process id; `unnamed` holds what
+    the records with no group or no global rank give (their sequence numbers)."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, dict[int, Any]] = {}
+        self.unplaced = 0
+        self.unnamed: set[object] = set()
+
+    def add(self, group: GroupRank | None, g: int | None, key: str | None, record: object,
+            unnamed: object = None) -> None:  # fmt: skip
+        if group is None or group.pg is None or g is None:
+            self.unnamed.add(unnamed)
+        elif key is None:
+            self.unplaced += 1
+        else:
+            groups = self.groups
+            if key in groups:
+                groups[key][g] = record
+            else:
+                groups[key] = {g: record}
+
+
+def _behind_by_progress(work: Work, progress: _Groups, behind: dict[int, list[Item]]) -> None:
     """Within one process group, a rank whose `last completed` work is lower than another's is behind."""
-    groups: dict[str, dict[int, tuple[str, WorkProgress]]] = {}
-    unplaced = 0
-    for node, p in progress:
-        g = global_rank(p.rank, p.group)
-        if p.group is None or p.group.pg is None or g is None:
-            continue
-        if p.group.key is None:
-            unplaced += 1
-            continue
-        groups.setdefault(p.group.key, {})[g] = (node, p)  # the latest line of each rank wins
-    _unplaced_note(work, unplaced)
-    for pg, ranks in groups.items():
+    _unplaced_note(work, progress.unplaced)
+    for pg, ranks in progress.groups.items():
         if _mixes_p2p(work, pg, ranks):
             continue
         top = max(p.last_completed for _, p in ranks.values())
@@ -137,24 +175,10 @@ def _behind_by_progress(
                 )
 
 
-def _behind_by_seq(work: Work, timeouts: list[tuple[str, WatchdogTimeout]], behind: dict[int, list[Item]]) -> None:
+def _behind_by_seq(work: Work, timeouts: _Groups, behind: dict[int, list[Item]]) -> None:
     """Within one named process group, a rank that timed out on an earlier `SeqNum` than another is behind."""
-    groups: dict[str, dict[int, WatchdogTimeout]] = {}
-    unnamed: set[int] = set()
-    unplaced = 0
-    for _, t in timeouts:
-        if t.seq is None:
-            continue
-        g = global_rank(t.rank, t.group)
-        if t.group is None or t.group.pg is None or g is None:
-            unnamed.add(t.seq)
-            continue
-        if t.group.key is None:
-            unplaced += 1
-            continue
-        groups.setdefault(t.group.key, {})[g] = t
-    _unplaced_note(work, unplaced)
-    for pg, ranks in groups.items():
+    _unplaced_note(work, timeouts.unplaced)
+    for pg, ranks in timeouts.groups.items():
         if _mixes_p2p(work, pg, ranks):
             continue
         top = max(t.seq or 0 for t in ranks.values())
@@ -166,7 +190,7 @@ def _behind_by_seq(work: Work, timeouts: list[tuple[str, WatchdogTimeout]], behi
                     [Item(("said-seq", rank, pg), said_evidence(said)), Item(("own", rank), line_evidence(t.line)),
                      Item(("ahead-seq", pg), line_evidence(ahead.line))]
                 )
-    if len(unnamed) > 1:
+    if len(timeouts.unnamed) > 1:
         work.notes.append(
             "watchdog timeouts name different sequence numbers but not their process group (sequence numbers "
             "count per group): they single no rank out"
@@ -192,9 +216,9 @@ def _mixes_p2p(work: Work, pg: str, ranks: Mapping[int, object]) -> bool:
     return False
 
 
-def _behind_by_desync(work: Work, desync: list[tuple[str, DesyncReport]], behind: dict[int, list[Item]]) -> None:
+def _behind_by_desync(work: Work, desync: list[DesyncReport], behind: dict[int, list[Item]]) -> None:
     """PyTorch's desync report names lagging ranks of its process group; those of the default group are global."""
-    for _, report in desync:
+    for report in desync:
         if report.group is None or not report.group.default_group:
             work.notes.append(
                 f"a desync report names lagging rank(s) {listing(report.lagging)} of "
@@ -315,11 +339,11 @@ def _ranks_with_own_failure(work: Work) -> set[int]:
     return ranks
 
 
-def _timeout_items(
-    work: Work, timeouts: list[tuple[str, WatchdogTimeout]], progress: list[tuple[str, WorkProgress]]
-) -> None:
+def _timeout_items(work: Work) -> None:
     """No rank is singled out: the collective timeout is the job's, with its lines as evidence."""
-    seqs = sorted({t.seq for _, t in timeouts if t.seq is not None})
+    timeouts = [t for log in work.logs.values() for t in log.timeouts]
+    progress = [p for log in work.logs.values() for p in log.progress]
+    seqs = sorted({t.seq for t in timeouts if t.seq is not None})
     ranks = sorted(work.timed_out)
     said = (
         f"{len(ranks) or 'some'} rank(s) timed out in a collective"
@@ -329,9 +353,9 @@ def _timeout_items(
     # Bounded as it goes: with every rank of a large job timing out, one Item a line would be most of the rules' cost.
     kept = Kept(work.max_evidence)
     kept.add(("said-timeout",), LogLine(said, None, 0))
-    for _, t in timeouts:
+    for t in timeouts:
         kept.add(("timeout", t.op, t.seq), t.line)
-    for _, p in progress:
+    for p in progress:
         kept.add(("progress", p.group.key if p.group else None, p.work, p.last_enqueued, p.last_completed), p.line)
     signals = ("torch_watchdog_timeout",) * bool(timeouts) + ("torch_watchdog_progress",) * bool(progress)
     work.job.append(Candidate("collective_timeout", kept.items(), signals))
