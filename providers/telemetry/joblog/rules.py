@@ -34,6 +34,7 @@ import signal as signals
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
+from functools import partial
 
 from providers.base import MAX_EVIDENCE, Evidence, cut_text, shifted
 from providers.telemetry.joblog.collectives import collectives, place_ranks
@@ -56,6 +57,7 @@ from providers.telemetry.joblog.work import (
     PRIMARY,
     SOURCE,
     Candidate,
+    Context,
     Item,
     JobConclusion,
     JobLogConclusions,
@@ -204,10 +206,14 @@ def _left_to_the_kernel(work: Work, node: str, summary: Item, said: str) -> None
 
 
 def _summary_item(failure: ElasticFailure) -> Item:
+    """The summary entry as one line of evidence, made when it is read (`Item.later`)."""
+    return Item.later(("elastic", failure.rank, failure.pid), partial(_summary_evidence, failure))
+
+
+def _summary_evidence(failure: ElasticFailure) -> Evidence:
     text = " | ".join(" ".join(line.text.split()) for line in failure.lines)
     heading = "Root Cause (first observed failure)" if failure.root else "Failure"
-    observed = failure.reported_at
-    return Item(("elastic", failure.rank, failure.pid), Evidence(SOURCE, cut_text(f"{heading}: {text}"), observed))
+    return Evidence(SOURCE, cut_text(f"{heading}: {text}"), failure.reported_at)
 
 
 def _signal_name(exitcode: int | None) -> str | None:
@@ -543,23 +549,19 @@ def _decide(work: Work) -> JobLogConclusions:
             f"the job-level {'/'.join(sorted({c.category for c in job_candidates}))} conclusion is not made: "
             "a node is named"
         )
-    context = {
-        node: _bounded(items, work.max_evidence)
-        for node, items in work.context.items()
-        if node not in {n.node for n in nodes}
-    }
+    named = {n.node for n in nodes}
+    context = {node: items for node, items in work.context.items() if node not in named}
     for n in nodes:
         # A named node's own context is part of its finding's story; keep it beside the finding for the merge.
         if n.node in work.context:
-            context[n.node] = _bounded(work.context[n.node], work.max_evidence)
-    named = {n.node for n in nodes}
+            context[n.node] = work.context[n.node]
     decided = [s for n in nodes for c in work.nodes[n.node] for s in c.signals]  # in scope order
     if job is not None:
         decided += [s for c in job_candidates if c.category == job.category for s in c.signals]
     return JobLogConclusions(
         nodes=nodes,
         job=job,
-        context=context,
+        context=Context(context, partial(_bounded, limit=work.max_evidence)),
         placement=dict(work.placement),
         ambiguous_ranks=tuple(sorted(work.ambiguous)),
         notes=tuple(dict.fromkeys(work.notes)),

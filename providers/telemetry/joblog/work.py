@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -67,8 +67,8 @@ class JobLogConclusions:
     job: JobConclusion | None  # only when no node conclusion stands
     #: per node, job-log lines that point at nothing by themselves (a CUDA error NVIDIA gives no cause for, a
     #: symptom another node's failure explains): evidence to show beside a kernel finding on that node, never a
-    #: finding of their own
-    context: dict[str, tuple[Evidence, ...]]
+    #: finding of their own (`Context`: a node's made when it is read)
+    context: Mapping[str, tuple[Evidence, ...]]
     #: rank -> the one scope node its lines place it on
     placement: dict[int, str]
     #: ranks whose lines appear in more than one node's file: placed nowhere
@@ -120,10 +120,40 @@ class History:
 # ---------------------------------------------------------------- working types
 
 
-@dataclass(frozen=True)
 class Item:
-    key: tuple[object, ...]  # items with the same key show the same event: one of them is shown first
-    evidence: Evidence
+    """A line or sentence of evidence and the event it shows (`key`: items with the same key show the same event, one
+    of them is shown first). An item made by `later` makes its evidence when it is first read: torchelastic's
+    summary is kept as context for every node that printed one, and read only for the nodes a finding names."""
+
+    __slots__ = ("_evidence", "_make", "key")
+
+    def __init__(self, key: tuple[object, ...], evidence: Evidence) -> None:
+        self.key = key
+        self._evidence: Evidence | None = evidence
+        self._make: Callable[[], Evidence] | None = None
+
+    @classmethod
+    def later(cls, key: tuple[object, ...], make: Callable[[], Evidence]) -> Item:
+        item = cls.__new__(cls)
+        item.key, item._evidence, item._make = key, None, make
+        return item
+
+    @property
+    def evidence(self) -> Evidence:
+        if self._evidence is None:
+            assert self._make is not None
+            self._evidence, self._make = self._make(), None
+        return self._evidence
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Item):
+            return NotImplemented
+        return (self.key, self.evidence) == (other.key, other.evidence)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable once (its evidence made when read): not hashed
+
+    def __repr__(self) -> str:
+        return f"Item(key={self.key!r}, evidence={self.evidence!r})"
 
 
 @dataclass
@@ -160,6 +190,34 @@ class Kept:
 
     def items(self) -> list[Item]:
         return (self.first + self.rest)[: self.limit]
+
+
+class Context(Mapping[str, tuple[Evidence, ...]]):
+    """Each node's context: its items (in the order given) bounded by `bound`, made for a node when it is first read.
+    Every node that printed torchelastic's summary has one; a request reads those of the nodes a finding names."""
+
+    def __init__(self, items: Mapping[str, list[Item]], bound: Callable[[list[Item]], tuple[Evidence, ...]]) -> None:
+        self._items = items
+        self._bound = bound
+        self._made: dict[str, tuple[Evidence, ...]] = {}
+
+    def __getitem__(self, node: str) -> tuple[Evidence, ...]:
+        made = self._made.get(node)
+        if made is None:
+            made = self._made[node] = self._bound(self._items[node])
+        return made
+
+    def __contains__(self, node: object) -> bool:
+        return node in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        return repr(dict(self.items()))
 
 
 def line_evidence(line: LogLine) -> Evidence:
