@@ -331,11 +331,10 @@ def _lone_silent(
 
 def _ranks_with_own_failure(work: Work) -> set[int]:
     """Ranks whose own lines show another failure (the rules for that failure speak for them)."""
-    ranks: set[int] = set()
-    for log in work.logs.values():
-        ranks.update(e.rank for e in log.cuda if e.rank is not None)
-        ranks.update(t.rank for t in log.tracebacks if t.rank is not None)
-        ranks.update(f.rank for f in log.failures if f.root and f.rank is not None)
+    logs = work.logs.values()
+    ranks = {e.rank for log in logs for e in log.cuda if e.rank is not None}
+    ranks.update(t.rank for log in logs for t in log.tracebacks if t.rank is not None)
+    ranks.update(f.rank for log in logs for f in log.failures if f.root and f.rank is not None)
     return ranks
 
 
