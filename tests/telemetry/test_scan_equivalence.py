@@ -463,7 +463,7 @@ def test_a_warm_request_with_another_window_reuses_the_blocks_it_shares(tmp_path
     # The same window again: the search's answer, the blocks' summaries and where the window's bounds fell in its
     # edge blocks were kept; only the block holding the event's line (parsed) is read again. A window inside the
     # first: its edge blocks are read again too, and its search probes.
-    assert again.bytes_read <= READ_CHUNK + 64 < cold.bytes_read // 60
+    assert again.bytes_read <= READ_CHUNK + 64 < cold.bytes_read // 30
     assert other.bytes_read < cold.bytes_read // 10  # and the probes of its new search
 
 
@@ -549,7 +549,7 @@ def test_a_live_log_appended_between_requests_keeps_its_blocks_and_stays_exact(t
     # The window's lines before the former end (from line 7500 on) were not read again, but for the grid's blocks
     # at either edge of them.
     before_end = sum(len(line) + 1 for line in lines[7500:9000])
-    assert afresh.bytes_read - grown.bytes_read > before_end - 2 * 16384
+    assert afresh.bytes_read - grown.bytes_read > before_end - 2 * READ_CHUNK
     data = path.read_bytes()
     path.write_bytes(data.replace(b"ready", b"READY").replace(b"tracer", b"TRACER"))  # rewritten, same size
     exact()
@@ -637,10 +637,10 @@ def _fixed(line: str, width: int = 128) -> str:
 def test_records_across_the_edges_of_blocks_counted_from_their_summaries(
     tmp_path: Path, monkeypatch, fmt: str, seed: int
 ) -> None:
-    """Lines of 128 bytes, so that the read grid's blocks start every 128 lines: at those starts, a line repeating
-    the kernel stamp of the block's last line before it (with a keyword or not, a third line of the record after
-    it or not) or an unstamped line that continues it; windows starting and ending at the stamps of blocks' first
-    and last lines. Blocks wholly inside a window are counted from their kept summaries, their last line left
+    """Lines of 128 bytes, so that the read grid's blocks start every READ_CHUNK // 128 lines: at those starts, a line
+    repeating the kernel stamp of the block's last line before it (with a keyword or not, a third line of the record
+    after it or not) or an unstamped line that continues it; windows starting and ending at the stamps of blocks'
+    first and last lines. Blocks wholly inside a window are counted from their kept summaries, their last line left
     unparsed until a next line could continue it: every answer is the line-by-line one, cold and warm."""
     from providers.telemetry.kernel.sources import reader
 
@@ -651,10 +651,11 @@ def test_records_across_the_edges_of_blocks_counted_from_their_summaries(
     start = DETECTED - timedelta(minutes=60)
     lines: list[str] = []
     times: list[datetime] = []
-    for i in range(128 * 60):
+    per_block = READ_CHUNK // 128
+    for i in range(per_block * 60):
         ts = start + timedelta(milliseconds=400 * i)
         times.append(ts)
-        at_edge = i % 128
+        at_edge = i % per_block
         previous = start + timedelta(milliseconds=400 * (i - 1))
         if i and at_edge in (0, 1) and rng.random() < 0.6:
             kind = rng.choice(("same", "same", "same", "same_keyword", "unstamped", "third"))
@@ -670,8 +671,8 @@ def test_records_across_the_edges_of_blocks_counted_from_their_summaries(
     assert all(len(line) == 127 for line in lines)
     _write(tmp_path / "worker-01" / "kern.log", ("\n".join(lines) + "\n").encode(), False, PAST)
     os.utime(tmp_path / "worker-01", (PAST, PAST))
-    firsts = [times[k] for k in range(128, len(times), 128)]
-    lasts = [times[k - 1] for k in range(128, len(times), 128)]
+    firsts = [times[k] for k in range(per_block, len(times), per_block)]
+    lasts = [times[k - 1] for k in range(per_block, len(times), per_block)]
     source = FileSource(tmp_path)
     for _ in range(6):
         begin = rng.choice(firsts + lasts) + timedelta(microseconds=rng.choice((0, 0, -1, 1)))
@@ -927,12 +928,15 @@ def test_the_blocks_kept_for_a_search_say_where_a_target_lies_as_reading_every_l
     assert answered > len(cases) // 2
     assert search._spanned(facts, min(low for _, low, _ in spans.values())) is None  # type: ignore[arg-type]
     assert search._spanned(facts, max(h for _, _, h in spans.values()) + timedelta(microseconds=1)) is None  # type: ignore[arg-type]
-    # a hole: the middle span dropped, the target between the spans on either side
+    # a hole: a span dropped (one between others whose middle time no other span holds: a reading's first block,
+    # cut where its window's search landed, may lie inside a whole one), the target between the spans on either side
     flat = facts.spans  # type: ignore[attr-defined]
     ordered = sorted(spans)
-    middle = spans[ordered[1]]
-    facts.spans = array("q", [v for k in range(0, len(flat), 4) if flat[k] != ordered[1] for v in flat[k : k + 4]])  # type: ignore[attr-defined]
-    assert search._spanned(facts, middle[1] + (middle[2] - middle[1]) / 2) is None  # type: ignore[arg-type]
+    middle_of = {k: spans[k][1] + (spans[k][2] - spans[k][1]) / 2 for k in ordered}
+    dropped = next(k for k in ordered[1:-1]
+                   if not any(spans[o][1] <= middle_of[k] <= spans[o][2] for o in ordered if o != k))  # fmt: skip
+    facts.spans = array("q", [v for k in range(0, len(flat), 4) if flat[k] != dropped for v in flat[k : k + 4]])  # type: ignore[attr-defined]
+    assert search._spanned(facts, middle_of[dropped]) is None  # type: ignore[arg-type]
     facts.spans = flat  # type: ignore[attr-defined]
     # bounded, the oldest learnt dropped first
     many = kept.FileFacts()
