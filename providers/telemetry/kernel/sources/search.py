@@ -38,7 +38,7 @@ PROBE_CHUNK = 1024
 PROBE_LIMIT = 64 * 1024
 #: a plain file's reading grid: its blocks (summarized, kept, counted from their stamps) start on multiples of it.
 #: Much of a block's cost is its own (the cache's lookups, the bounds' bisection, the steps between blocks): a
-#: 4,096-node window of 37 KiB a node was scanned in 0.35-0.46 s with blocks of 32 KiB against 0.38-0.55 s with 16
+#: 4,096-node window of 37 KiB a node was scanned in 0.34-0.46 s with blocks of 32 KiB against 0.38-0.55 s with 16
 #: KiB (2026-12-07, in turns), and 64 KiB gained nothing more
 READ_CHUNK = 32 * 1024
 #: a "line" longer than this is cut: it is not a syslog line and must not grow the buffer without bound
