@@ -34,6 +34,7 @@ from providers.telemetry.joblog.patterns import (
     ELASTIC_ENTRY,
     ELASTIC_EXIT,
     ELASTIC_FIELD,
+    ELASTIC_KEYS,
     ELASTIC_RANK,
     ELASTIC_SIGNAL,
     ELASTIC_TIME,
@@ -51,6 +52,7 @@ from providers.telemetry.joblog.patterns import (
     SRUN_LABEL,
     STAMP,
     classify_exception,
+    elastic_value,
     parse_stamp,
     sanitize,
     stamp_time,
@@ -329,7 +331,7 @@ class NodeParser:
         base = self._number
         entry = _ElasticEntry(root=True)
         entry.lines = [LogLine(lines[i][:MAX_TEXT], _observed(stamps[i]), base + i + 1) for i in _ROOT_ENTRY_LINES]
-        entry.values = {key: root.group(key).strip() for key in _ROOT_FIELDS}
+        entry.values = {key: root.group(key).strip() for key in ELASTIC_KEYS}
         self._elastic_entry = entry
         self._close_elastic_entry()
         self._number = base + len(lines)
@@ -801,9 +803,6 @@ _NOT_SUMMARY_START = re.compile(r"\n(?:[0-9{]|Traceback| {1,8}+\d{1,7}+: |\[[A-Z
 _LETTER_FIRST = re.compile(r"\n([A-Za-z][^\n]*+)")
 #: the signal table's kinds a summary line may hold a marker of (they give no record of their own)
 _SUMMARY_PARSES = frozenset({"elastic"})
-#: the fields of torchelastic's failure entry, in its template's order
-#: (torch/distributed/elastic/multiprocessing/errors: `_FAILURE_FORMAT_TEMPLATE`)
-_ROOT_FIELDS = ("time", "host", "rank", "exitcode", "error_file", "traceback")
 #: torchelastic's summary with no other failure than its root cause, in the message's own template, a summary's lines
 #: joined as `NodeParser.summary` joins them (a newline before each): its sections, the root cause's entry and its six
 #: fields, each read as `ELASTIC_FIELD` reads it (its value's first 4,096 characters, the rest of the line not read),
@@ -811,7 +810,7 @@ _ROOT_FIELDS = ("time", "host", "rank", "exitcode", "error_file", "traceback")
 #: headings and lines of dashes and `=` whole, `<NO_OTHER_FAILURES>` indented by two, the entry `[N]:` alone.
 _ROOT_CAUSE_ONLY = re.compile(
     r"\nFailures:\n  <NO_OTHER_FAILURES>\n-++\nRoot Cause \(first observed failure\):\n\[\d{1,6}+\]:"
-    + "".join(rf"\n  {key} {{0,8}}+: ?+(?P<{key}>[^\n]{{0,4096}}+)[^\n]*+" for key in _ROOT_FIELDS)
+    + "".join(rf"\n  {key}" + elastic_value(key) + r"[^\n]*+" for key in ELASTIC_KEYS)
     + r"\n=++"
 )
 #: the lines of such a summary that are its entry's evidence: `[N]:` and its six fields

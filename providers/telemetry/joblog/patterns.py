@@ -87,10 +87,17 @@ DESYNC_MISSING = re.compile(
     r"To our best knowledge, ranks \[(?P<ranks>[0-9, ]{1,8192}+)\] are the lagging ranks "
     r"that caused this timeout"
 )
-#: torchelastic's failure summary (ChildFailedError)
-ELASTIC_FIELD = re.compile(
-    r" {2}(?P<key>time|host|rank|exitcode|error_file|traceback) {0,8}+: ?+(?P<value>[^\n]{0,4096}+)"
-)
+#: torchelastic's failure summary (ChildFailedError): the fields of an entry, in its template's order
+#: (torch/distributed/elastic/multiprocessing/errors: `_FAILURE_FORMAT_TEMPLATE`)
+ELASTIC_KEYS = ("time", "host", "rank", "exitcode", "error_file", "traceback")
+
+
+def elastic_value(group: str) -> str:
+    """A field's text after its key, its value (the first 4,096 characters) in the named `group`."""
+    return rf" {{0,8}}+: ?+(?P<{group}>[^\n]{{0,4096}}+)"
+
+
+ELASTIC_FIELD = re.compile(rf" {{2}}(?P<key>{'|'.join(ELASTIC_KEYS)})" + elastic_value("value"))
 ELASTIC_ENTRY = re.compile(r"\[(?P<idx>\d{1,6}+)\]:")
 ELASTIC_RANK = re.compile(r"(?P<rank>\d{1,9}+) \(local_rank: (?P<local>\d{1,9}+)\)")
 ELASTIC_EXIT = re.compile(r"(?P<code>-?+\d{1,4}+) \(pid: (?P<pid>\d{1,10}+)\)")
