@@ -784,9 +784,10 @@ def _first_at_or_after(data: bytes, target: datetime) -> int:
 
 
 def test_a_search_starts_between_the_lines_earlier_searches_found(tmp_path: Path, monkeypatch) -> None:
-    """The bisection starts between the lines earlier probes found nearest its target: a target a few lines later is
-    found without a probe, one minutes later by fewer probes than a search of the whole file; each answer lies at or
-    before the first line at or after its target, within SEARCH_BLOCK and a READ_CHUNK of it."""
+    """The search starts between the lines earlier probes found nearest its target: a target between the two lines
+    found nearest an earlier one is found without a probe, one minutes later by fewer probes than a search of the
+    whole file; each answer lies at or before the first line at or after its target, within SEARCH_BLOCK and a
+    READ_CHUNK of it."""
     from providers.telemetry.kernel.parse import DEFAULT_CONTEXT
     from providers.telemetry.kernel.sources import facts as kept
     from providers.telemetry.kernel.sources import search
@@ -807,9 +808,13 @@ def test_a_search_starts_between_the_lines_earlier_searches_found(tmp_path: Path
             return offset, len(probes)
 
         facts = kept.FileFacts()
-        _, whole = found(DETECTED - timedelta(minutes=30), facts)
-        assert whole > 3 and facts.points
-        assert found(DETECTED - timedelta(minutes=30, seconds=-1), facts)[1] == 0  # five lines later: none
+        first = DETECTED - timedelta(minutes=30)
+        _, whole = found(first, facts)
+        assert whole >= 3 and facts.points
+        before = max((at, t) for at, t in facts.points.items() if t < first)
+        after = min((at, t) for at, t in facts.points.items() if t >= first)
+        assert after[0] - before[0] <= search.SEARCH_BLOCK  # the lines found nearest the target on either side
+        assert found(before[1] + (after[1] - before[1]) / 2, facts)[1] == 0  # a target between them: no probe
         _, later = found(DETECTED - timedelta(minutes=20), facts)
         _, fresh = found(DETECTED - timedelta(minutes=20), kept.FileFacts())
         assert 0 < later < fresh
@@ -819,6 +824,153 @@ def test_a_search_starts_between_the_lines_earlier_searches_found(tmp_path: Path
         facts.points = {len(data) // 2: DETECTED - timedelta(hours=5), 1000: DETECTED}
         _, anew = found(DETECTED - timedelta(minutes=10), kept.FileFacts())
         assert found(DETECTED - timedelta(minutes=10), facts)[1] == anew
+
+
+def _bisection_probes(size: int) -> int:
+    """The probes a bisection of `size` bytes makes down to SEARCH_BLOCK."""
+    from providers.telemetry.kernel.sources import search
+
+    probes = 0
+    while size > search.SEARCH_BLOCK:
+        size //= 2
+        probes += 1
+    return probes
+
+
+def test_a_log_written_at_an_even_pace_is_searched_in_a_few_probes(tmp_path: Path, monkeypatch) -> None:
+    """A first search aims each probe where its target's time lies at the pace of the lines known around it: over a
+    file written at an even pace it needs at most half a bisection's probes, the first line's time given; each
+    answer within its bound of the first line at or after its target."""
+    from providers.telemetry.kernel.parse import DEFAULT_CONTEXT
+    from providers.telemetry.kernel.sources import facts as kept
+    from providers.telemetry.kernel.sources import search
+
+    probes: list[int] = []
+    real_probe = search._probe
+    monkeypatch.setattr(search, "_probe", lambda f, pos, *rest: probes.append(pos) or real_probe(f, pos, *rest))
+    path = tmp_path / "worker-01" / "kern.log"
+    _long_noise(path)
+    data = path.read_bytes()
+    with _searched(path) as plain:
+        first = search.probe_known(plain, 0, len(data), DEFAULT_CONTEXT, kept.FileFacts())
+        assert first[0] == 0 and first[1] is not None
+        for minutes in (89, 60, 31, 7, 1):
+            target = DETECTED - timedelta(minutes=minutes, seconds=0.3)
+            probes.clear()
+            facts = kept.FileFacts()
+            offset = search.search_offset(plain, len(data), target, deadline(), DEFAULT_CONTEXT, facts, first)
+            line = _first_at_or_after(data, target)
+            assert offset <= line <= offset + search.SEARCH_BLOCK + READ_CHUNK
+            assert 0 < len(probes) <= _bisection_probes(len(data)) // 2
+        # a target before the first line: the file is read from its start, with no probe
+        probes.clear()
+        early = first[1] - timedelta(seconds=1)
+        assert search.search_offset(plain, len(data), early, deadline(), DEFAULT_CONTEXT, kept.FileFacts(), first) == 0
+        assert probes == []
+
+
+_PACES = st.lists(
+    st.tuples(st.integers(1, 400), st.sampled_from((0, 1, 5, 200, 3_600_000)), st.booleans()), min_size=1, max_size=12
+)
+
+
+@settings(max_examples=120, deadline=None)
+@given(_PACES, st.lists(st.floats(0.0, 1.0), min_size=1, max_size=6), st.booleans())
+def test_a_search_over_a_log_of_any_pace_lies_within_its_bound(
+    runs: list[tuple[int, int, bool]], where: list[float], known_first: bool
+) -> None:
+    """Runs of lines at their own pace (several to a millisecond, bursts after hours of silence), some runs of
+    lines with no time: every search's answer lies at or before the first line at or after its target, within
+    SEARCH_BLOCK and a READ_CHUNK of it or at the last line with a time before it (lines with no time do not place a
+    search), and takes at most three times a bisection's probes."""
+    import tempfile
+
+    from providers.telemetry.kernel.parse import DEFAULT_CONTEXT
+    from providers.telemetry.kernel.sources import facts as kept
+    from providers.telemetry.kernel.sources import search
+
+    lines: list[str] = []
+    at = DETECTED - timedelta(days=2)
+    for count, pace_ms, stamped in runs:
+        for i in range(count):
+            if stamped:
+                at += timedelta(milliseconds=pace_ms)
+                lines.append(_line("rsyslog", at, "worker-01", NOISE[i % len(NOISE)]))
+            else:
+                lines.append("    continued without a time " + "x" * (i % 50))
+    if not any(stamped for _, _, stamped in runs):
+        lines.append(_line("rsyslog", at, "worker-01", NOISE[0]))
+    data = ("\n".join(lines) + "\n").encode()
+    stamped_at: list[tuple[int, datetime]] = []  # each line with a time: where it starts, its time
+    start = 0
+    for raw in data.split(b"\n"):
+        value = search.line_time(raw, DEFAULT_CONTEXT)
+        if value is not None:
+            stamped_at.append((start, value))
+        start += len(raw) + 1
+    times = [t for _, t in stamped_at]
+    made = [0]
+    real_probe = search._probe
+
+    def counted(*args):  # type: ignore[no-untyped-def]
+        made[0] += 1
+        return real_probe(*args)
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "kern.log"
+        path.write_bytes(data)
+        search._probe = counted  # type: ignore[assignment]
+        try:
+            with _searched(path) as plain:
+                first = search.probe_known(plain, 0, len(data), DEFAULT_CONTEXT, kept.FileFacts())
+                for share in where:
+                    target = times[0] + (times[-1] - times[0]) * share + timedelta(microseconds=1)
+                    made[0] = 0
+                    offset = search.search_offset(
+                        plain, len(data), target, deadline(), DEFAULT_CONTEXT, kept.FileFacts(),
+                        first if known_first else None,  # type: ignore[arg-type]
+                    )
+                    line = _first_at_or_after(data, target)
+                    last_before = max((at for at, t in stamped_at if t < target), default=0)
+                    assert offset <= line
+                    assert offset >= min(line - search.SEARCH_BLOCK - READ_CHUNK, last_before)
+                    assert made[0] <= 3 * _bisection_probes(len(data)) + 1
+        finally:
+            search._probe = real_probe  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_combined_files_lines_before_the_searchs_target_do_not_show_a_host_reaching_back(
+    tmp_path: Path, gz: bool
+) -> None:
+    """In a file of many hosts, which of a host's lines before the search's target (the window's start less
+    ORDER_SLACK) are read depends on where reading starts (the line a first search found, the block holding it on
+    the grid later): such a line does not show the host's log reaching back before the window, and every reading
+    (cold, warm, not cached, line by line, a gzip stream read from its start) says the same. A line of the host
+    between the target and the window's start does."""
+    from providers.telemetry.kernel.sources.search import ORDER_SLACK
+
+    window = Window(DETECTED - timedelta(minutes=15), DETECTED + timedelta(minutes=2))
+    target = window.start - ORDER_SLACK
+    start = window.start - timedelta(hours=3)
+    lines = [(start + timedelta(seconds=i), "worker-06", NOISE[i % len(NOISE)]) for i in range(4 * 3600)]
+    lines += [
+        (target - timedelta(seconds=2, milliseconds=500), "worker-01", NOISE[0]),  # before the target
+        (window.start - timedelta(seconds=20, milliseconds=500), "worker-02", NOISE[1]),  # inside the slack
+        (window.end + timedelta(seconds=10, milliseconds=500), "worker-01", NOISE[2]),  # both after the window
+        (window.end + timedelta(seconds=11, milliseconds=500), "worker-02", NOISE[3]),
+    ]
+    data = "".join(_line("rsyslog", ts, host, msg) + "\n" for ts, host, msg in sorted(lines)).encode()
+    _write(tmp_path / ("syslog.1.gz" if gz else "syslog"), data, gz, PAST)
+    nodes = ["worker-01", "worker-02"]
+    source = FileSource(tmp_path)
+    states = [state(scan(source, nodes, window)) for _ in range(2)]  # cold, then warm (read from the grid)
+    states.append(state(scan(FileSource(tmp_path, cache_entries=0), nodes, window)))
+    states.append(state(scan(FileSource(tmp_path, cache_entries=0, by_stamps=False), nodes, window)))
+    assert all(s == states[0] for s in states)
+    collector = scan(FileSource(tmp_path), nodes, window)
+    assert collector.seen_before == {"worker-02"} and collector.seen_after == {"worker-01", "worker-02"}
+    assert collector.with_telemetry() == {"worker-02"}
 
 
 def test_a_window_moved_later_inside_the_blocks_read_before_is_found_without_a_probe(

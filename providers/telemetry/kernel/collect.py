@@ -72,8 +72,11 @@ class Collector:
         """Take one line of the scope node `node` (any time; lines outside the window only show coverage)."""
         self.add_parsed(node, ParsedLine(observed_at, None, tag, message), raw, origin)
 
-    def add_parsed(self, node: str, parsed: ParsedLine, raw: str, origin: str | None = None) -> None:
-        """Take one parsed line; a line repeating the open record's kernel stamp continues that record."""
+    def add_parsed(
+        self, node: str, parsed: ParsedLine, raw: str, origin: str | None = None, reaches_back: bool = True
+    ) -> None:
+        """Take one parsed line; a line repeating the open record's kernel stamp continues that record.
+        `reaches_back` False: a line before the window does not show the node's log reaching back before it."""
         key = (node, origin)
         current = self._open.get(key)
         if current is not None:
@@ -84,7 +87,8 @@ class Collector:
             self._keep(node, current)
         observed_at = parsed.observed_at
         if observed_at < self.window.start:
-            self.seen_before.add(node)
+            if reaches_back:
+                self.seen_before.add(node)
             return
         if observed_at > self.window.end:
             self.seen_after.add(node)

@@ -248,6 +248,8 @@ class FileSource:
                 reader._shape = False
             elif node is None:  # a combined file: only lines that can be the scope's hosts' are parsed
                 reader.hosts = host_names(collector.names.short_names)
+            if node is None:
+                reader.since = lo
             try:
                 if log_file.gz:
                     newer_first = reader.read_gz(log_file.path, lo, self.cache)

@@ -89,6 +89,11 @@ class Reader:
         self._shape: Shape | None | bool = None
         #: for a combined file: a search for the scope's short names (None: every line is parsed)
         self.hosts: re.Pattern[bytes] | None = None
+        #: for a combined file: a scope host's line before this time (the search's target, the window's start less
+        #: ORDER_SLACK) does not show that the host's log reaches back before the window. Which of those lines are
+        #: read depends on where reading starts (the line the search found, or the block holding it on the grid, as
+        #: the file facts kept say); the lines from the target on are read wherever it starts
+        self.since: datetime | None = None
         #: the last line of a block counted from its summary, its record not yet opened (`_inside`): its bytes (None:
         #: read from `_file`), where it starts and ends, its `[seconds]` values
         self.pending: tuple[bytes | None, int, int, tuple[bytes, ...]] | None = None
@@ -144,7 +149,7 @@ class Reader:
                 return None
             number, valid = blocks.lineage(path, st, f.pread)
             facts = cache.facts(path, st, number, valid)
-            _, first = probe_known(f, 0, size, self.ctx, facts)
+            at, first = probe_known(f, 0, size, self.ctx, facts)
             if first is None:
                 line_no = first_unreadable(f)
                 if line_no is None:
@@ -152,7 +157,7 @@ class Reader:
                 raise UnknownFormat(line_no)
             if first > self.hi:
                 return first
-            offset = search_offset(f, size, lo, self.deadline, self.ctx, facts)
+            offset = search_offset(f, size, lo, self.deadline, self.ctx, facts, (at, first))
             self._facts = facts
             self.forward_plain(f, offset, BlockPlace(path, number, valid, blocks))
         finally:
@@ -525,6 +530,7 @@ class Reader:
             self.previous = None
             return parsed.observed_at > self.hi
         self.nodes_seen.add(node)
-        self.collector.add_parsed(node, parsed, text, self.origin)
+        since = self.since
+        self.collector.add_parsed(node, parsed, text, self.origin, since is None or parsed.observed_at >= since)
         self.previous = (node, parsed)
         return parsed.observed_at > self.hi

@@ -301,17 +301,22 @@ def grid_block_start(f: PlainFile, offset: int) -> int:
 
 
 def search_offset(
-    f: PlainFile, size: int, target: datetime, deadline: Deadline, ctx: TimeContext, facts: FileFacts
+    f: PlainFile, size: int, target: datetime, deadline: Deadline, ctx: TimeContext, facts: FileFacts,
+    first: tuple[int, datetime] | None = None,
 ) -> int:
     """A byte offset at or before the first line at or after `target`, within SEARCH_BLOCK (and a READ_CHUNK) of it.
     When the file was searched before (a window read in it earlier), that is where a block holding the line found
     starts (`_known_block_start`): an earlier reading's first block, or the block on the file's grid: the blocks read
     for the earlier window are read under the keys they were kept under. A file met for the first time is read from
-    the line found: a fresh worker does not analyse more of each file than the window needs.
+    the line found: a fresh worker does not analyse more of each file than the window needs. `first` is where the
+    file's first line with a time starts and that time (the probe at its start), when known.
 
-    The bisection starts between the lines earlier searches found (`FileFacts.points`) nearest the target on either
+    The search starts between the lines earlier searches found (`FileFacts.points`) nearest the target on either
     side: the latest one before it and the first one at or after it. A window moved by less than a few lines' time
-    is found without a probe; one moved further, by the probes between them only."""
+    is found without a probe; one moved further, by the probes between them only. Where two lines' times are known,
+    the next probe goes where the target's time lies between them at their pace (`_aim`): a log written at an even
+    pace is found in a few probes instead of a bisection's nine over 2 MiB; after two such steps that did not halve
+    the range, a step halves it, so that an uneven log costs at most three times a bisection's probes."""
     key = (target, ctx)
     known = facts.searches.get(key)
     if known is not None:
@@ -322,18 +327,35 @@ def search_offset(
             facts.searches[key] = spanned
         return spanned
     points = facts.points
-    lo, hi = _bounds(points, target, size)
+    below, above = _bounds(points, target, size)
+    lo, hi = below[0], above[0]
+    if first is not None and below[1] is None and first[0] < hi:
+        if first[1] >= target:
+            hi = 0  # the first line with a time is at or after the target: the file is read from its start
+        else:
+            below = first
+            lo = max(lo, first[0])
+    pace = below  # the first line with a known time before the target: the pace when none after it is known
+    slow = 0  # aimed steps in a row that did not halve the range: after two, a step halves it
     while hi - lo > SEARCH_BLOCK:
         check_deadline(deadline)
-        mid = (lo + hi) // 2
+        aim = None if slow >= 2 else _aim(below, above, pace, target)
+        # an aim is kept half a SEARCH_BLOCK from either end: a probe that lands on the near side of the target's
+        # line leaves less than a SEARCH_BLOCK to search
+        mid = (lo + hi) // 2 if aim is None else min(max(aim, lo + SEARCH_BLOCK // 2), hi - SEARCH_BLOCK // 2)
+        width = hi - lo
         start, ts, free = _probe(f, mid, hi, ctx)
         if ts is not None and free and start < hi:
             points[start] = ts
         if ts is not None and ts < target and start < hi:
-            lo = start
+            lo, below = start, (start, ts)
+            if pace[1] is None:
+                pace = below
         else:
             # At or past the target, or nothing readable near here: searching earlier is always safe.
             hi = mid
+            above = (start, ts) if ts is not None and ts >= target else (hi, None)
+        slow = slow + 1 if aim is not None and hi - lo > width // 2 else 0
     if len(points) > CACHE_POINTS:
         nearest = sorted(points, key=lambda at: abs(at - lo))[:CACHE_POINTS]
         facts.points = {at: points[at] for at in nearest}
@@ -342,6 +364,26 @@ def search_offset(
     if len(facts.searches) < CACHE_SEARCHES:
         facts.searches[key] = lo
     return lo
+
+
+#: a line known by where it starts and its time (None: not known)
+Point = tuple[int, datetime | None]
+
+
+def _aim(below: Point, above: Point, pace: Point, target: datetime) -> int | None:
+    """Where the line of `target`'s time is expected after the line `below` (before the target): at the pace the
+    log was written between it and `above` (a line at or after the target), or, that line's time unknown, between
+    `pace` (a line before `below`) and it; None when no two times known are in order."""
+    lo, t_lo = below
+    if t_lo is None:
+        return None
+    hi, t_hi = above
+    if t_hi is not None and t_hi > t_lo and hi > lo:
+        return lo + int((hi - lo) * ((target - t_lo) / (t_hi - t_lo)))
+    early, t_early = pace
+    if t_early is not None and t_early < t_lo and early < lo:
+        return lo + int((lo - early) * ((target - t_lo) / (t_lo - t_early)))
+    return None
 
 
 def learn_span(facts: FileFacts, start: int, end: int, first: bytes, last: bytes) -> None:
@@ -412,16 +454,18 @@ def _known_block_start(f: PlainFile, offset: int, facts: FileFacts) -> int:
     return max(started) if started else grid
 
 
-def _bounds(points: dict[int, datetime], target: datetime, size: int) -> tuple[int, int]:
-    """(lo, hi): where the search for `target` starts, the latest line known before it and the first one known at or
-    after it (lines found by earlier probes); the whole file when none is known, or when the lines known go back in
-    time across the target."""
-    lo, hi = 0, size
+def _bounds(points: dict[int, datetime], target: datetime, size: int) -> tuple[Point, Point]:
+    """Where the search for `target` starts: the latest line known before it and the first one known at or after it
+    (lines found by earlier probes), each with its time; the whole file (times unknown) when none is known, or when
+    the lines known go back in time across the target."""
+    below: Point = (0, None)
+    above: Point = (size, None)
     for at, ts in list(points.items()):  # a copy taken at once: another thread may add to them meanwhile
         if at >= size:
             continue
         if ts < target:
-            lo = max(lo, at)
-        else:
-            hi = min(hi, at)
-    return (lo, hi) if lo < hi else (0, size)
+            if at >= below[0]:
+                below = (at, ts)
+        elif at < above[0]:
+            above = (at, ts)
+    return (below, above) if below[0] < above[0] else ((0, None), (size, None))
