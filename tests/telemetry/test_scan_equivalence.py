@@ -862,6 +862,11 @@ def test_a_log_written_at_an_even_pace_is_searched_in_a_few_probes(tmp_path: Pat
             line = _first_at_or_after(data, target)
             assert offset <= line <= offset + search.SEARCH_BLOCK + READ_CHUNK
             assert 0 < len(probes) <= _bisection_probes(len(data)) // 2
+        # a first line with no time known is as none given
+        target = DETECTED - timedelta(minutes=20)
+        none = (0, None)
+        unknown = search.search_offset(plain, len(data), target, deadline(), DEFAULT_CONTEXT, kept.FileFacts(), none)
+        assert unknown == search.search_offset(plain, len(data), target, deadline(), DEFAULT_CONTEXT, kept.FileFacts())
         # a target before the first line: the file is read from its start, with no probe
         probes.clear()
         early = first[1] - timedelta(seconds=1)
@@ -881,8 +886,9 @@ def test_a_search_over_a_log_of_any_pace_lies_within_its_bound(
 ) -> None:
     """Runs of lines at their own pace (several to a millisecond, bursts after hours of silence), some runs of
     lines with no time: every search's answer lies at or before the first line at or after its target, within
-    SEARCH_BLOCK and a READ_CHUNK of it or at the last line with a time before it (lines with no time do not place a
-    search), and takes at most three times a bisection's probes."""
+    SEARCH_BLOCK and a READ_CHUNK of it or within SEARCH_BLOCK of the last line with a time before it (lines with no
+    time place no search; where they run longer than a probe looks, PROBE_LIMIT, only the first bound holds), and
+    takes at most three times a bisection's probes."""
     import tempfile
 
     from providers.telemetry.kernel.parse import DEFAULT_CONTEXT
@@ -909,6 +915,8 @@ def test_a_search_over_a_log_of_any_pace_lies_within_its_bound(
             stamped_at.append((start, value))
         start += len(raw) + 1
     times = [t for _, t in stamped_at]
+    starts = [at for at, _ in stamped_at]
+    longest = max(b - a for a, b in zip([0, *starts], [*starts, len(data)], strict=True))  # bytes with no time
     made = [0]
     real_probe = search._probe
 
@@ -933,7 +941,8 @@ def test_a_search_over_a_log_of_any_pace_lies_within_its_bound(
                     line = _first_at_or_after(data, target)
                     last_before = max((at for at, t in stamped_at if t < target), default=0)
                     assert offset <= line
-                    assert offset >= min(line - search.SEARCH_BLOCK - READ_CHUNK, last_before)
+                    if longest < search.PROBE_LIMIT:
+                        assert offset >= min(line - search.SEARCH_BLOCK - READ_CHUNK, last_before - search.SEARCH_BLOCK)
                     assert made[0] <= 3 * _bisection_probes(len(data)) + 1
         finally:
             search._probe = real_probe  # type: ignore[assignment]

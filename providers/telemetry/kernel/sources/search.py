@@ -302,14 +302,14 @@ def grid_block_start(f: PlainFile, offset: int) -> int:
 
 def search_offset(
     f: PlainFile, size: int, target: datetime, deadline: Deadline, ctx: TimeContext, facts: FileFacts,
-    first: tuple[int, datetime] | None = None,
+    first: tuple[int, datetime | None] | None = None,
 ) -> int:
     """A byte offset at or before the first line at or after `target`, within SEARCH_BLOCK (and a READ_CHUNK) of it.
     When the file was searched before (a window read in it earlier), that is where a block holding the line found
     starts (`_known_block_start`): an earlier reading's first block, or the block on the file's grid: the blocks read
     for the earlier window are read under the keys they were kept under. A file met for the first time is read from
     the line found: a fresh worker does not analyse more of each file than the window needs. `first` is where the
-    file's first line with a time starts and that time (the probe at its start), when known.
+    file's first line with a time starts and that time (the probe at its start), when known (a time None: none found).
 
     The search starts between the lines earlier searches found (`FileFacts.points`) nearest the target on either
     side: the latest one before it and the first one at or after it. A window moved by less than a few lines' time
@@ -329,7 +329,7 @@ def search_offset(
     points = facts.points
     below, above = _bounds(points, target, size)
     lo, hi = below[0], above[0]
-    if first is not None and below[1] is None and first[0] < hi:
+    if first is not None and first[1] is not None and below[1] is None and first[0] < hi:
         if first[1] >= target:
             hi = 0  # the first line with a time is at or after the target: the file is read from its start
         else:
