@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from providers.telemetry.kernel.sources._stamps import facts, line_after
+from providers.telemetry.kernel.sources._stamps import facts, line_after, repeated_lines
 from providers.telemetry.kernel.sources.blocks import BRACKET, analyse, sorted_stamps
 from providers.telemetry.kernel.sources.search import stamp_pattern
 
@@ -186,3 +186,35 @@ def test_a_bound_before_every_line_or_past_them_all() -> None:
 def test_a_block_whose_last_line_has_no_newline_is_refused_where_the_bisection_needs_it() -> None:
     with pytest.raises(ValueError):
         line_after(b"2026-12-07T10:00:00 a", b"2026-12-08", True, 1)
+
+
+def _repeated_lines_by_pattern(view: bytes) -> list[int]:
+    """The lines holding a `[seconds]` value found twice, by the BRACKET pattern: each match's value counted, then
+    the line of each match whose value was counted twice or more."""
+    values = [m.group(1) for m in BRACKET.finditer(view)]
+    twice = {v for v in values if values.count(v) > 1}
+    return sorted({view.count(b"\n", 0, m.start()) for m in BRACKET.finditer(view) if m.group(1) in twice})
+
+
+@settings(max_examples=600, deadline=None)
+@given(_blocks())
+def test_the_lines_holding_a_repeated_value_are_those_the_pattern_finds(block) -> None:
+    view, _ = block
+    assert repeated_lines(view) == _repeated_lines_by_pattern(view)
+
+
+@pytest.mark.parametrize(
+    ("view", "lines"),
+    [
+        (b"", []),
+        (b"a [1.5] b\nc [1.5]\n", [0, 1]),
+        (b"a [1.5] [1.5]\nb [2.5]\n", [0]),  # twice on one line: the line once
+        (b"[ 1.5]\n[1.5]\n[1.50]\n", [0, 1]),  # blanks before the value do not count, digits do
+        (b"[1.5\n1.5]\n[1.5]\n", []),  # a value does not run across a newline
+        (b"[[1.5]\n[1.5]\n", [0, 1]),  # the second `[` opens the value
+        (b"[12.34.56]\n[34.56]\n[12.34]\n", []),  # not a value where the first `]` is missing
+        (b"x\n" * 5 + b"[7.0]\n" + b"y [7.0]" * 3, [5, 6]),  # the last line without its newline
+    ],
+)
+def test_the_lines_holding_a_repeated_value_in_examples(view: bytes, lines: list[int]) -> None:
+    assert repeated_lines(view) == lines == _repeated_lines_by_pattern(view)

@@ -8,8 +8,9 @@ digits, offset)` finds that in one walk, a line at a time, and whether any `[sec
 blanks, digits, `.`, digits, `]`, anywhere on a line) is found twice; it returns (lines, first stamp, last stamp,
 a value repeats) or None for a block that cannot be counted so, exactly as blocks.sorted_stamps and the BRACKET
 search decide (tests/telemetry/test_stamp_facts.py compares them on generated blocks). Nothing is kept per line but a
-pointer to the previous stamp and a table of the values seen. `line_after` finds where a window's bound falls inside
-a block counted so, by bisecting its bytes. */
+pointer to the previous stamp and a table of the values seen. `repeated_lines` gives the lines holding a value found
+twice, which are parsed one by one; `line_after` finds where a window's bound falls inside a block counted so, by
+bisecting its bytes. */
 
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE /* memrchr */
@@ -127,8 +128,34 @@ static int values_add(Values *v, const unsigned char *p, Py_ssize_t n) {
     return 0;
 }
 
-/* Whether a `[seconds]` value of `d[0:n]` is found twice (the search's matches do not overlap): 1, 0, or -1 when
-   memory ran out. */
+/* The next `[seconds]` value of d[*at:n] (blocks.BRACKET: `[`, blanks, digits, `.`, digits, `]`; the search's
+   matches do not overlap): 1 with where its digits start and their length, `*at` moved past it; 0 when none is left. */
+static int next_value(const unsigned char *d, Py_ssize_t n, Py_ssize_t *at, Py_ssize_t *start, Py_ssize_t *length) {
+    while (*at < n) {
+        const unsigned char *open = memchr(d + *at, '[', (size_t)(n - *at));
+        if (open == NULL) break;
+        Py_ssize_t q = open - d + 1;
+        while (q < n && d[q] == ' ') q++;
+        Py_ssize_t value = q;
+        while (q < n && is_digit(d[q])) q++;
+        if (q > value && q < n && d[q] == '.') {
+            q++;
+            Py_ssize_t fraction = q;
+            while (q < n && is_digit(d[q])) q++;
+            if (q > fraction && q < n && d[q] == ']') {
+                *start = value;
+                *length = q - value;
+                *at = q + 1;
+                return 1;
+            }
+        }
+        *at = open - d + 1;
+    }
+    *at = n;
+    return 0;
+}
+
+/* Whether a `[seconds]` value of `d[0:n]` is found twice: 1, 0, or -1 when memory ran out. */
 static int repeats(const unsigned char *d, Py_ssize_t n) {
     Values v;
     if (values_init(&v) < 0) {
@@ -136,32 +163,62 @@ static int repeats(const unsigned char *d, Py_ssize_t n) {
         return -1;
     }
     int found = 0;
-    Py_ssize_t at = 0;
-    while (at < n) {
-        const unsigned char *open = memchr(d + at, '[', (size_t)(n - at));
-        if (open == NULL) break;
-        Py_ssize_t q = open - d + 1;
-        while (q < n && d[q] == ' ') q++;
-        Py_ssize_t value = q;
-        while (q < n && is_digit(d[q])) q++;
-        Py_ssize_t whole = q - value;
-        if (whole && q < n && d[q] == '.') {
-            q++;
-            Py_ssize_t fraction = q;
-            while (q < n && is_digit(d[q])) q++;
-            if (q > fraction && q < n && d[q] == ']') {
-                int added = values_add(&v, d + value, q - value);
-                if (added != 0) {
-                    found = added;
-                    break;
-                }
-                at = q + 1;
-                continue;
-            }
-        }
-        at = open - d + 1;
+    Py_ssize_t at = 0, start, length;
+    while (next_value(d, n, &at, &start, &length)) {
+        found = values_add(&v, d + start, length);
+        if (found != 0) break;
     }
     values_free(&v);
+    return found;
+}
+
+/* The newlines of p[0:n]. */
+static Py_ssize_t newlines(const unsigned char *p, Py_ssize_t n) {
+    Py_ssize_t count = 0;
+    for (Py_ssize_t i = 0; i < n; i++) count += p[i] == '\n';
+    return count;
+}
+
+/* `repeated_lines(view)`: the indexes of the lines of `view` holding a `[seconds]` value found more than once in
+   it, in order, each once (blocks.repeated_lines with the BRACKET search's matches): one walk puts each value in a
+   table and the ones met again in a second, another takes the lines of the values in the second. */
+static PyObject *repeated_lines(PyObject *module, PyObject *arg) {
+    (void)module;
+    if (!PyBytes_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "repeated_lines(view: bytes)");
+        return NULL;
+    }
+    const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(arg);
+    Py_ssize_t n = PyBytes_GET_SIZE(arg), at = 0, start, length;
+    Values seen, twice;
+    int ok = values_init(&seen) == 0;
+    ok = values_init(&twice) == 0 && ok;
+    while (ok && next_value(d, n, &at, &start, &length)) {
+        int added = values_add(&seen, d + start, length);
+        ok = added >= 0 && (added == 0 || values_add(&twice, d + start, length) >= 0);
+    }
+    PyObject *found = ok ? PyList_New(0) : NULL;
+    if (found != NULL && twice.count) {
+        Py_ssize_t line = 0, counted = 0, last = -1;
+        at = 0;
+        while (next_value(d, n, &at, &start, &length)) {
+            if (!twice.keys[values_slot(&twice, d + start, length, hash_of(d + start, length))]) continue;
+            line += newlines(d + counted, start - counted);
+            counted = start;
+            if (line == last) continue;
+            last = line;
+            PyObject *index = PyLong_FromSsize_t(line);
+            if (index == NULL || PyList_Append(found, index) < 0) {
+                Py_XDECREF(index);
+                Py_CLEAR(found);
+                break;
+            }
+            Py_DECREF(index);
+        }
+    }
+    values_free(&seen);
+    values_free(&twice);
+    if (!ok) return PyErr_NoMemory();
     return found;
 }
 
@@ -221,13 +278,6 @@ static PyObject *facts(PyObject *module, PyObject *const *args, Py_ssize_t nargs
                          repeated ? Py_True : Py_False);
 }
 
-/* The newlines of p[0:n]. */
-static Py_ssize_t newlines(const unsigned char *p, Py_ssize_t n) {
-    Py_ssize_t count = 0;
-    for (Py_ssize_t i = 0; i < n; i++) count += p[i] == '\n';
-    return count;
-}
-
 /* `line_after(data, key, right, lines)`: (index, offset) of the first line of the block `data` (`lines` whole lines,
    its stamps in order) whose stamp is past `key` (`right`) or not before it; (lines, len(data)) when there is none.
    A bisection over byte offsets, each probe moved to the start of its line (a line's stamp compared as bytes, as
@@ -274,6 +324,8 @@ static PyMethodDef methods[] = {
     {.ml_name = "line_after", .ml_meth = (PyCFunction)(void (*)(void))line_after, .ml_flags = METH_FASTCALL,
      .ml_doc = "line_after(data, key, right, lines) -> (index, offset): the first line whose stamp is past key "
                "(right) or not before it, by bisection over the block's bytes."},
+    {.ml_name = "repeated_lines", .ml_meth = (PyCFunction)repeated_lines, .ml_flags = METH_O,
+     .ml_doc = "repeated_lines(view) -> list of the indexes of the lines holding a `[seconds]` value found twice."},
     {.ml_name = "facts", .ml_meth = (PyCFunction)(void (*)(void))facts, .ml_flags = METH_FASTCALL, .ml_doc =
      "facts(view, sep, fraction_sep, digits, offset) -> (lines, first_stamp, last_stamp, repeats) or None\n\n"
      "A kernel-log block's facts when every line of view[:-1] starts with a stamp of the shape, in order, on days "

@@ -37,8 +37,9 @@ from providers.telemetry.kernel.collect import KEYWORDS
 from providers.telemetry.literals import Literals
 
 _STAMPS = compiled("providers.telemetry.kernel.sources._stamps")
-#: a block's stamp facts, and where a bound falls inside a block (`_stamps.c`)
-stamp_facts, line_after = _STAMPS.facts, _STAMPS.line_after
+#: a block's stamp facts, where a bound falls inside a block, and the lines holding a `[seconds]` value found twice
+#: (`_stamps.c`)
+stamp_facts, line_after, repeated_lines = _STAMPS.facts, _STAMPS.line_after, _STAMPS.repeated_lines
 
 #: what the cache of block summaries may hold, in bytes (estimated: packed stamps and the summary's objects)
 BLOCK_CACHE_BYTES = 32 * 1024 * 1024
@@ -99,7 +100,7 @@ def analyse(view: bytes, end: int, pattern: re.Pattern[bytes], parts: StampParts
     if repeats:
         # A `[seconds]` value repeats: lines holding it may share a kernel stamp (a record of several lines),
         # so they are fed one by one too; every other line's kernel stamp is its own.
-        marked = sorted(set(marked).union(repeated_lines(view, BRACKET.findall(view))))
+        marked = sorted(set(marked).union(repeated_lines(view)))
     last_at = view.rfind(b"\n", 0, len(view) - 1) + 1
     return Block(
         end,
@@ -138,15 +139,6 @@ def valid_days(ordered: list[bytes]) -> bool:
         if not 1 < value.year < 9999:
             return False
     return True
-
-
-def repeated_lines(view: bytes, brackets: list[bytes]) -> set[int]:
-    """The indexes of the lines of `view` holding a `[seconds]` value found more than once in it."""
-    seen: set[bytes] = set()
-    repeated: set[bytes] = set()
-    for value in brackets:
-        (repeated if value in seen else seen).add(value)
-    return {view.count(b"\n", 0, m.start()) for m in BRACKET.finditer(view) if m.group(1) in repeated}
 
 
 #: the kernel's keywords, searched for in a block at once
