@@ -1,5 +1,5 @@
 """What the `files` source keeps about files and folders between requests: directory listings and each file's
-facts (the binary search's probes and answers, a gzip file's first time), keyed by identity (device, inode, size,
+facts (the window search's probes and answers, a gzip file's first time), keyed by identity (device, inode, size,
 modification time); the facts of a plain file appended to carry over to its grown self (files.py reads them). And
 the Proof of a scan: every folder listed and file read, by identity, for an answer kept while they stay unchanged."""
 
@@ -30,7 +30,7 @@ CACHE_ENTRIES = 3 * 16384
 CACHE_PROBES = 4
 #: searches' answers kept per file (the same window asked again, as retries and the next phase do)
 CACHE_SEARCHES = 4
-#: lines the binary search found kept per file (each where it starts and its time): those nearest the latest answer
+#: lines the window search found kept per file (each where it starts and its time): those nearest the latest answer
 #: bound the next search, which for a window moved by less than a few lines' time then makes no probe
 CACHE_POINTS = 8
 #: blocks of whole lines in time order kept per file as spans (where each starts and ends, and the times of its first

@@ -1,6 +1,6 @@
-"""The `files` source: a central rsyslog server's directory, read by binary search on byte offsets.
+"""The `files` source: a central rsyslog server's directory, read by a search on byte offsets.
 
-A request's cost follows its window: a file is found by a binary search on its lines' times, and inside the window
+A request's cost follows its window: a file is found by a search on its lines' times, and inside the window
 the lines of a host's file that carry one timestamp shape, hold no keyword (collect.KEYWORDS) and share their kernel
 stamp with no other line are counted from their timestamps alone; only the other lines go through the line parser.
 Directory listings and what the search learnt about a file are kept between requests, keyed by the file's identity

@@ -1,5 +1,5 @@
-"""Finding a window in a plain kernel log file: the binary search on its lines' times, the probes it makes, and the
-timestamp shapes whose lines are counted from their stamps alone (see files.py)."""
+"""Finding a window in a plain kernel log file: the search on its lines' times (each probe aimed at the log's pace),
+the probes it makes, and the timestamp shapes whose lines are counted from their stamps alone (see files.py)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ _MICROSECOND = timedelta(microseconds=1)
 #: lines are expected in time order within this much (a relay's queue or several senders in one file may
 #: interleave slightly); the search starts this much early and reading stops this much late
 ORDER_SLACK = timedelta(seconds=60)
-#: the binary search stops narrowing below this many bytes and scans forward from there
+#: the search stops narrowing below this many bytes and scans forward from there
 SEARCH_BLOCK = 4 * 1024
 #: bytes read at one probe of the search, and at most per probe when looking for a parseable line
 PROBE_CHUNK = 1024
