@@ -518,11 +518,8 @@ def test_a_live_log_appended_between_requests_keeps_its_blocks_and_stays_exact(t
     """A live kern.log grows between requests (modified just now, the same inode): the blocks read before and the
     search made before stand once the bytes before its former end are found unchanged; a file rewritten in place or
     truncated and regrown starts afresh. Every answer is the line-by-line one."""
-    from providers.telemetry.kernel.sources import search
 
-    probes: list[int] = []
-    real_probe = search._probe
-    monkeypatch.setattr(search, "_probe", lambda f, pos, *rest: probes.append(pos) or real_probe(f, pos, *rest))
+    probes = _probes(monkeypatch)
     path = tmp_path / "worker-01" / "kern.log"
     path.parent.mkdir()
     start = DETECTED - timedelta(minutes=40)
@@ -598,6 +595,16 @@ def _searched(path: Path) -> Iterator[PlainFile]:
         yield PlainFile(fd, counted)
     finally:
         os.close(fd)
+
+
+def _probes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Where each probe of the window search lands from now on (the test's own list, cleared as it needs)."""
+    from providers.telemetry.kernel.sources import search
+
+    probes: list[int] = []
+    real_probe = search._probe
+    monkeypatch.setattr(search, "_probe", lambda f, pos, *rest: probes.append(pos) or real_probe(f, pos, *rest))
+    return probes
 
 
 def test_a_search_asked_again_is_answered_from_the_files_facts(tmp_path: Path) -> None:
@@ -792,9 +799,7 @@ def test_a_search_starts_between_the_lines_earlier_searches_found(tmp_path: Path
     from providers.telemetry.kernel.sources import facts as kept
     from providers.telemetry.kernel.sources import search
 
-    probes: list[int] = []
-    real_probe = search._probe
-    monkeypatch.setattr(search, "_probe", lambda f, pos, *rest: probes.append(pos) or real_probe(f, pos, *rest))
+    probes = _probes(monkeypatch)
     path = tmp_path / "worker-01" / "kern.log"
     _long_noise(path)
     data = path.read_bytes()
@@ -845,9 +850,7 @@ def test_a_log_written_at_an_even_pace_is_searched_in_a_few_probes(tmp_path: Pat
     from providers.telemetry.kernel.sources import facts as kept
     from providers.telemetry.kernel.sources import search
 
-    probes: list[int] = []
-    real_probe = search._probe
-    monkeypatch.setattr(search, "_probe", lambda f, pos, *rest: probes.append(pos) or real_probe(f, pos, *rest))
+    probes = _probes(monkeypatch)
     path = tmp_path / "worker-01" / "kern.log"
     _long_noise(path)
     data = path.read_bytes()
@@ -988,11 +991,8 @@ def test_a_window_moved_later_inside_the_blocks_read_before_is_found_without_a_p
     """A window whose start lies inside blocks an earlier request read (the next failure's, minutes later) is found
     from those blocks' first and last times, without a probe, and read exactly as line by line; one starting before
     every block read is searched by probes."""
-    from providers.telemetry.kernel.sources import search
 
-    probes: list[int] = []
-    real_probe = search._probe
-    monkeypatch.setattr(search, "_probe", lambda f, pos, *rest: probes.append(pos) or real_probe(f, pos, *rest))
+    probes = _probes(monkeypatch)
     _long_noise(tmp_path / "worker-01" / "kern.log")
     fast = FileSource(tmp_path)
 
