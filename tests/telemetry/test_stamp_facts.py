@@ -12,12 +12,15 @@ third of the generated blocks can be counted from their stamps).
 from __future__ import annotations
 
 import bisect
+from datetime import timedelta
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from providers.telemetry.kernel.sources._stamps import facts, line_after, repeated_lines
+from providers.telemetry.kernel.parse import DEFAULT_CONTEXT, EPOCH, line_time
+from providers.telemetry.kernel.sources import search
+from providers.telemetry.kernel.sources._stamps import facts, iso_time, line_after, repeated_lines
 from providers.telemetry.kernel.sources.blocks import BRACKET, analyse, sorted_stamps
 from providers.telemetry.kernel.sources.search import stamp_pattern
 
@@ -218,3 +221,70 @@ def test_the_lines_holding_a_repeated_value_are_those_the_pattern_finds(block) -
 )
 def test_the_lines_holding_a_repeated_value_in_examples(view: bytes, lines: list[int]) -> None:
     assert repeated_lines(view) == lines == _repeated_lines_by_pattern(view)
+
+
+_TWO = ["00", "01", "02", "09", "12", "13", "23", "24", "28", "29", "30", "31", "59", "60", "99"]
+_LINES = st.tuples(
+    st.sampled_from(["2026", "2024", "2000", "1900", "0001", "9999", "0000", "20a6", "\u0662\u0660\u0662\u0666"]),
+    st.sampled_from(["-", "/"]),
+    st.sampled_from(_TWO),
+    st.sampled_from(_TWO),
+    st.sampled_from(["T", " ", "t", "_"]),
+    st.sampled_from(_TWO),
+    st.sampled_from(_TWO),
+    st.sampled_from(_TWO),
+    st.sampled_from(["", ".", ",", ".1", ",123456", ".1234567", ".123456789", ".1234567890", ".12x"]),
+    st.sampled_from(["Z", "z", "+00:00", "-00:00", "+05:30", "+0530", "-08:00", "+23:59", "+24:00", "+05:99", "-23:99",
+                     "+5:30", "+05:3", "", "UTC", "+05:", "+05"]),
+    st.sampled_from([" ", "\t", "\r", "\n", "", "x", "\x00", "\x0b", "\x0c", "\x1c", " kernel: [ 1.5] x", "\r\n"]),
+).map(lambda t: (t[0] + t[1] + t[2] + t[1] + "".join(t[3:5]) + t[5] + ":" + t[6] + ":" + "".join(t[7:])).encode())
+
+
+def _read_in_c(raw: bytes):  # noqa: ANN202
+    micro = iso_time(raw)
+    return None if micro is None else EPOCH + timedelta(microseconds=micro)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(_LINES)
+def test_a_lines_rfc_3339_stamp_read_in_c_is_the_instant_the_parser_reads(raw: bytes) -> None:
+    """`iso_time` gives the parser's instant for a line it reads, or None, leaving the line to the parser; the
+    search's reading of a line (`search._line_time`) is the parser's for every line."""
+    read = _read_in_c(raw)
+    assert read is None or read == line_time(raw, DEFAULT_CONTEXT)
+    assert search._line_time(raw, DEFAULT_CONTEXT) == line_time(raw, DEFAULT_CONTEXT)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"2026-09-09T12:00:05.104642+00:00 worker-01 kernel: x",
+        b"2026-09-09 12:00:05,1+0530\tx",
+        b"2024-02-29T23:59:59z x",
+        b"2026-09-09T12:00:05.123456789-08:00 x",
+        b"2026-09-09T12:00:05+05:99 x",  # minutes beyond 59 in an offset: the parser reads 6:39
+        b"0001-01-01T00:30:00-00:15 x",
+    ],
+)
+def test_the_usual_stamps_are_read_in_c(raw: bytes) -> None:
+    assert _read_in_c(raw) is not None and _read_in_c(raw) == line_time(raw, DEFAULT_CONTEXT)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"2026-09-09T12:00:05Z",  # no blank behind the stamp
+        b"2026-09-09T12:00:05Z\r",  # the parser strips the line's end
+        b"2025-02-29T12:00:05Z x",
+        b"2026-09-09T24:00:00Z x",
+        b"2026-09-09T12:00:60Z x",
+        b"2026-09-09T12:00:05+24:00 x",
+        b"2026-09-09T12:00:05.1234567890Z x",
+        b"0001-01-01T00:00:00+01:00 x",  # before year 1 in UTC
+        b"9999-12-31T23:59:59-00:01 x",  # after year 9999 in UTC
+        b"2026-09-09T12:00:05\x00Z x",
+    ],
+)
+def test_what_c_does_not_read_is_left_to_the_parser(raw: bytes) -> None:
+    assert iso_time(raw) is None
+    assert search._line_time(raw, DEFAULT_CONTEXT) == line_time(raw, DEFAULT_CONTEXT)

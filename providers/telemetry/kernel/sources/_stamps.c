@@ -278,6 +278,73 @@ static PyObject *facts(PyObject *module, PyObject *const *args, Py_ssize_t nargs
                          repeated ? Py_True : Py_False);
 }
 
+/* Days from 1970-01-01 to the civil date (proleptic Gregorian). */
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t d) {
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+/* `iso_time(raw)`: the instant, in microseconds since 1970-01-01T00:00:00Z, of the RFC 3339 stamp that starts the
+   raw line `raw` as the line parser reads it (parse._ISO_AT_START and parse._from_iso: `YYYY-MM-DD`, `T` or a blank,
+   `hh:mm:ss`, a fraction of 1 to 9 digits behind `.` or `,` cut to microseconds, `Z`, `z` or `+hh:mm`, `+hhmm`, `-`
+   likewise, then a blank or a tab); None where that reading is not this one's to give: any other byte where one of
+   those is expected, a day or time that does not exist, an offset of a day or more, an instant outside years 1 to
+   9999 in UTC (the parser's reading of such a line, None or not, is then made by the parser itself). */
+static PyObject *iso_time(PyObject *module, PyObject *arg) {
+    (void)module;
+    if (!PyBytes_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "iso_time(raw: bytes)");
+        return NULL;
+    }
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(arg);
+    Py_ssize_t n = PyBytes_GET_SIZE(arg);
+    if (n < 21) Py_RETURN_NONE;
+    static const char shape[] = "dddd-dd-dd?dd:dd:dd";
+    for (int i = 0; i < 19; i++) {
+        if (shape[i] == 'd' ? !is_digit(p[i]) : shape[i] == '?' ? (p[i] != 'T' && p[i] != ' ') : p[i] != shape[i])
+            Py_RETURN_NONE;
+    }
+    int year = number(p, 4), month = number(p + 5, 2), day = number(p + 8, 2);
+    int hour = number(p + 11, 2), minute = number(p + 14, 2), second = number(p + 17, 2);
+    if (!(year >= 1 && month >= 1 && month <= 12 && day >= 1) || hour > 23 || minute > 59 || second > 59)
+        Py_RETURN_NONE;
+    static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    if (day > days[month - 1] + (month == 2 && leap)) Py_RETURN_NONE;
+    Py_ssize_t q = 19;
+    int64_t micro = 0;
+    if (q < n && (p[q] == '.' || p[q] == ',')) {
+        Py_ssize_t start = ++q;
+        while (q < n && is_digit(p[q]) && q - start < 9) q++;
+        Py_ssize_t digits = q - start;
+        if (digits == 0 || (q < n && is_digit(p[q]))) Py_RETURN_NONE;
+        for (Py_ssize_t i = 0; i < 6; i++) micro = micro * 10 + (i < digits ? p[start + i] - '0' : 0);
+    }
+    int64_t offset = 0; /* minutes east of UTC */
+    if (q < n && (p[q] == 'Z' || p[q] == 'z')) {
+        q++;
+    } else if (q + 5 <= n && (p[q] == '+' || p[q] == '-') && is_digit(p[q + 1]) && is_digit(p[q + 2])) {
+        Py_ssize_t m = q + 3 + (p[q + 3] == ':');
+        if (m + 2 > n || !is_digit(p[m]) || !is_digit(p[m + 1])) Py_RETURN_NONE;
+        offset = number(p + q + 1, 2) * 60 + number(p + m, 2);
+        if (offset >= 24 * 60) Py_RETURN_NONE;
+        if (p[q] == '-') offset = -offset;
+        q = m + 2;
+    } else {
+        Py_RETURN_NONE;
+    }
+    if (q >= n || (p[q] != ' ' && p[q] != '\t')) Py_RETURN_NONE;
+    int64_t seconds = days_from_civil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second - offset * 60;
+    /* the instants of years 1 to 9999 in UTC (datetime's range) */
+    if (seconds < days_from_civil(1, 1, 1) * 86400 || seconds >= days_from_civil(10000, 1, 1) * 86400)
+        Py_RETURN_NONE;
+    return PyLong_FromLongLong((long long)(seconds * 1000000 + micro));
+}
+
 /* `line_after(data, key, right, lines)`: (index, offset) of the first line of the block `data` (`lines` whole lines,
    its stamps in order) whose stamp is past `key` (`right`) or not before it; (lines, len(data)) when there is none.
    A bisection over byte offsets, each probe moved to the start of its line (a line's stamp compared as bytes, as
@@ -324,6 +391,8 @@ static PyMethodDef methods[] = {
     {.ml_name = "line_after", .ml_meth = (PyCFunction)(void (*)(void))line_after, .ml_flags = METH_FASTCALL,
      .ml_doc = "line_after(data, key, right, lines) -> (index, offset): the first line whose stamp is past key "
                "(right) or not before it, by bisection over the block's bytes."},
+    {.ml_name = "iso_time", .ml_meth = (PyCFunction)iso_time, .ml_flags = METH_O,
+     .ml_doc = "iso_time(raw) -> microseconds since the epoch of the RFC 3339 stamp starting the line, or None."},
     {.ml_name = "repeated_lines", .ml_meth = (PyCFunction)repeated_lines, .ml_flags = METH_O,
      .ml_doc = "repeated_lines(view) -> list of the indexes of the lines holding a `[seconds]` value found twice."},
     {.ml_name = "facts", .ml_meth = (PyCFunction)(void (*)(void))facts, .ml_flags = METH_FASTCALL, .ml_doc =
