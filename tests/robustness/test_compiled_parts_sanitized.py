@@ -2,7 +2,7 @@
 and mutated input, no read outside a buffer, no overflow, no undefined behaviour.
 
 setup.py's C sources (the job-log reader's candidate lines, gap pass and reading of watchdog and progress lines, the
-kernel-log block's stamp facts, bisection and repeated `[seconds]` values) are built
+kernel-log block's stamp facts, bisection, repeated `[seconds]` values and a line's stamp) are built
 by setup.py into a temporary folder with `-fsanitize=address,undefined`, and a child process loads them (the sanitizers'
 runtimes preloaded, as an instrumented library needs, and Python's objects each allocated by malloc, so that a read
 past one is seen) and calls each function on seeded random bytes, on valid
@@ -90,6 +90,8 @@ CHILD = textwrap.dedent(
         stamps.facts(data, b"T", b".", 6, b"+00:00")
         stamps.facts(data, b" ", b"", 0, b"Z")
         stamps.repeated_lines(data)
+        stamps.iso_time(data)
+        stamps.iso_time(data[start:])
         end = rng.randrange(start, len(data) + 1)
         own = exact(data)
         # matches of words of 1-8 bytes anywhere in the data (ends from 0 to one past it: the last refused)
@@ -118,6 +120,8 @@ CHILD = textwrap.dedent(
                 kinds.read(data, start, end, end - start, False, 4096)
         stamps.facts(data, b"T", b".", 6, b"+00:00")
         stamps.repeated_lines(data)
+    for end in range(block.index(b"\\n") + 2):  # every end of a stamped line (the stamp cut anywhere)
+        stamps.iso_time(block[:end])
     print("calls", calls)
     """
 )
