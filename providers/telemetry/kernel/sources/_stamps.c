@@ -10,7 +10,8 @@ a value repeats) or None for a block that cannot be counted so, exactly as block
 search decide (tests/telemetry/test_stamp_facts.py compares them on generated blocks). Nothing is kept per line but a
 pointer to the previous stamp and a table of the values seen. `repeated_lines` gives the lines holding a value found
 twice, which are parsed one by one; `line_after` finds where a window's bound falls inside a block counted so, by
-bisecting its bytes. */
+bisecting its bytes; `iso_time` reads the instant of the RFC 3339 stamp that starts a line the window's search
+probes (search._line_time). */
 
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE /* memrchr */
@@ -180,8 +181,8 @@ static Py_ssize_t newlines(const unsigned char *p, Py_ssize_t n) {
 }
 
 /* `repeated_lines(view)`: the indexes of the lines of `view` holding a `[seconds]` value found more than once in
-   it, in order, each once (blocks.repeated_lines with the BRACKET search's matches): one walk puts each value in a
-   table and the ones met again in a second, another takes the lines of the values in the second. */
+   it, in order, each once (as the BRACKET pattern's matches give them): one walk puts each value in a table and the
+   ones met again in a second, another takes the lines of the values in the second. */
 static PyObject *repeated_lines(PyObject *module, PyObject *arg) {
     (void)module;
     if (!PyBytes_Check(arg)) {
@@ -405,7 +406,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_stamps",
-    .m_doc = "The kernel-log block's stamp facts, compiled.",
+    .m_doc = "The kernel-log block's stamp facts and a probed line's stamp, compiled.",
     .m_size = 0,
     .m_methods = methods,
 };
