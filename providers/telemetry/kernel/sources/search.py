@@ -214,8 +214,8 @@ def _context_free(raw: bytes) -> bool:
 
 
 def _line_time(raw: bytes, ctx: TimeContext) -> datetime | None:
-    """`parse.line_time`: a line starting with an RFC 3339 stamp in its usual shape read in C (a probe's line, 3-4
-    us in Python), any other by the parser."""
+    """`parse.line_time`: a line starting with an RFC 3339 stamp in its usual shape read in C (1.9 us with the
+    datetime made, the parser's reading 6 us), any other by the parser."""
     if raw[:1].isdigit():
         micro = iso_time(raw)
         if micro is not None:
