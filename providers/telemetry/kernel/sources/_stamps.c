@@ -27,13 +27,18 @@ static int number(const unsigned char *p, int n) {
     return value;
 }
 
-/* The day `p` (`YYYY-MM-DD`, digits checked) exists, in years 2 to 9998 (what the line parser converts). */
-static int valid_day(const unsigned char *p) {
+/* The day exists in the proleptic Gregorian calendar (a year of 1 or more). */
+static int day_exists(int year, int month, int day) {
     static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    int year = number(p, 4), month = number(p + 5, 2), day = number(p + 8, 2);
-    if (year <= 1 || year >= 9999 || month < 1 || month > 12 || day < 1) return 0;
+    if (year < 1 || month < 1 || month > 12 || day < 1) return 0;
     int leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
     return day <= days[month - 1] + (month == 2 && leap);
+}
+
+/* The day `p` (`YYYY-MM-DD`, digits checked) exists, in years 2 to 9998 (what the line parser converts). */
+static int valid_day(const unsigned char *p) {
+    int year = number(p, 4);
+    return year > 1 && year < 9999 && day_exists(year, number(p + 5, 2), number(p + 8, 2));
 }
 
 typedef struct {
@@ -311,11 +316,7 @@ static PyObject *iso_time(PyObject *module, PyObject *arg) {
     }
     int year = number(p, 4), month = number(p + 5, 2), day = number(p + 8, 2);
     int hour = number(p + 11, 2), minute = number(p + 14, 2), second = number(p + 17, 2);
-    if (!(year >= 1 && month >= 1 && month <= 12 && day >= 1) || hour > 23 || minute > 59 || second > 59)
-        Py_RETURN_NONE;
-    static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    int leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
-    if (day > days[month - 1] + (month == 2 && leap)) Py_RETURN_NONE;
+    if (!day_exists(year, month, day) || hour > 23 || minute > 59 || second > 59) Py_RETURN_NONE;
     Py_ssize_t q = 19;
     int64_t micro = 0;
     if (q < n && (p[q] == '.' || p[q] == ',')) {
