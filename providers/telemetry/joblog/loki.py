@@ -141,8 +141,11 @@ def build_job_query(template: str, workload_id: str, attempt_index: int) -> str 
     return SelectorTemplate(query, WORKLOAD).render(workload_id)
 
 
+@lru_cache(maxsize=1)
 def signal_filter() -> str:
-    """The line filter of the signal-lines query: `|~` with the markers as an alternation of literals."""
+    """The line filter of the signal-lines query: `|~` with the markers as an alternation of literals (made once: the
+    markers are the table's and every page of every batch sends it: 1.2 ms each time it was made, a thirtieth of the
+    CPU time of a request of bench/loki_fleet.py)."""
     return " |~ " + string(literal_alternation(markers()))
 
 
