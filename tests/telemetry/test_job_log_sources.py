@@ -188,6 +188,43 @@ def test_a_failing_loki_job_source_loses_no_kernel_finding_and_says_what_was_not
     assert all(e["source"] != "joblog" for e in body["attributions"][0]["evidence"])
 
 
+@pytest.mark.parametrize("ts", [str(2**63), "10000000000000000000000", "\u00b2", "\u0661\u0662", "1" * 5000])
+@responses.activate
+def test_an_entry_time_that_is_not_lokis_is_an_unreadable_answer_and_loses_no_kernel_finding(
+    dirs: tuple[str, str], ts: str
+) -> None:
+    # Loki writes an entry's time as the nanoseconds of a signed 64-bit integer in ASCII digits. An answer with
+    # another (past year 2262, a digit `int` refuses or one it reads, more digits than `int` reads) made the
+    # provider fail and its kernel finding with it; it is now a job-log answer that cannot be read.
+    Path(dirs[0], "gpu-1.log").write_text(
+        "2026-09-09T11:59:00.000000+00:00 gpu-1 kernel: [1000.000000] NVRM: Xid (PCI:0000:91:00): 79, "
+        "pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+    )
+    entry = {"stream": {"job": "job-1", "host": "gpu-2"},
+             "values": [[ts, "[rank8]: NCCL WARN Net : Connection closed"]]}
+    responses.get(ENDPOINT, json={"status": "success", "data": {"resultType": "streams", "result": [entry]}})
+    body = _ask(_client(dirs), ["gpu-1", "gpu-2"], [])
+    assert [(f["target"]["name"], f["error_category"]) for f in body["attributions"]] == [("gpu-1", "gpu_off_bus")]
+    assert body["error"]["type"] == "insufficient_telemetry"
+    assert "the Loki job-log source answered with an unreadable body" in body["error"]["message"]
+
+
+@responses.activate
+def test_a_rank_label_of_digits_int_refuses_places_no_rank(dirs: tuple[str, str]) -> None:
+    # Where rank 3 (no line of its own read) wrote is asked of Loki; an answer naming it `\u00b2` (a digit to
+    # `str.isdigit`, none to `int`) made the provider fail; such a series places no rank, the one beside it does.
+    _loki({"gpu-1": [(DETECTED - timedelta(seconds=30), "[rank0]: step 1")]})
+    series = [{"metric": {"host": "gpu-1", "attribution_rank": "\u00b2"}, "value": [0, "1"]},
+              {"metric": {"host": "gpu-1", "attribution_rank": "3"}, "value": [0, "1"]}]
+    responses.replace(responses.GET, URL + "/loki/api/v1/query",
+                      json={"status": "success", "data": {"resultType": "vector", "result": series}})
+    body = _ask(_client(dirs), ["gpu-1"], [0, 3])
+    assert body["error"] == {"type": "insufficient_telemetry",
+                             "message": "no kernel log lines for any of the 1 nodes in the window"}
+    newest = [q["query"][0] for q in _queries() if q["query"][0].endswith(']:"')]
+    assert newest == ['{job="job-1", host="gpu-1"} |= "[rank3]:"']  # rank 3's newest line asked for, nothing else
+
+
 @responses.activate
 def test_a_workload_id_a_raw_string_cannot_hold_is_sent_in_a_double_quoted_string(dirs: tuple[str, str]) -> None:
     _loki({})

@@ -152,6 +152,14 @@ def test_empty_answer_is_insufficient_telemetry() -> None:
             ProviderProcessingError,
             "unreadable",
         ),
+        # an entry's time that is no int64 count of nanoseconds in ASCII digits: past year 2262, `²` (a digit
+        # `int` refuses), Arabic-Indic digits (which `int` reads), 5,000 digits (more than `int` reads from text)
+        *(
+            ({"json": {"status": "success", "data": {"resultType": "streams", "result": [
+                {"stream": {"host": "worker-01"}, "values": [[ts, "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen"]]},
+            ]}}}, ProviderProcessingError, "unreadable")
+            for ts in (str(2**63), "10000000000000000000000", "\u00b2", "\u0661\u0662\u0663", "1" * 5000)
+        ),
         ({"body": requests.ConnectionError("refused")}, ProviderProcessingError, "could not be reached"),
         ({"body": requests.ReadTimeout("slow")}, ProviderTimeoutError, "in time"),
     ],

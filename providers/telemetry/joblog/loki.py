@@ -586,8 +586,9 @@ class LokiJobLogSource:
             if not isinstance(metric, dict):
                 raise unreadable
             host, rank = metric.get(self.host_label), metric.get(RANK_LABEL)
-            if not isinstance(host, str) or not isinstance(rank, str) or not rank.isdigit() or len(rank) > 9:
-                continue
+            if (not isinstance(host, str) or not isinstance(rank, str) or not rank.isascii() or not rank.isdigit()
+                    or len(rank) > 9):
+                continue  # (`isdigit` alone takes digits `int` refuses, such as `²`)
             node = resolve(host)
             if node is not None:
                 out.append((node, int(rank), host))

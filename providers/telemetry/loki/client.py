@@ -51,6 +51,7 @@ def encoded_length(text: str) -> int:
 
 
 MAX_NS = 2**63 - 1
+_NS_DIGITS = len(str(MAX_NS))
 
 #: statuses after which a query is sent again: Loki's rate limit (429) and an overloaded or restarting backend (503)
 RETRY_STATUSES = frozenset({429, 503})
@@ -299,10 +300,17 @@ def read_entries(body: Any, host_label: str, source: str = SOURCE) -> tuple[list
             if not isinstance(value, list) or len(value) < 2:
                 raise unreadable
             ts_text, line = value[0], value[1]
-            if not isinstance(ts_text, str) or not isinstance(line, str) or not ts_text.isdigit():
+            # Loki's time is a count of nanoseconds in a signed 64-bit integer, written in ASCII digits: anything
+            # else (other digits, which `int` reads or refuses, or more than MAX_NS, past what a time can hold)
+            # is no Loki entry
+            if (not isinstance(ts_text, str) or not isinstance(line, str) or not ts_text.isascii()
+                    or not ts_text.isdigit() or len(ts_text) > _NS_DIGITS):
+                raise unreadable
+            ts = int(ts_text)
+            if ts > MAX_NS:
                 raise unreadable
             total += 1
             if isinstance(host, str):
-                out.append((host, int(ts_text), line))
+                out.append((host, ts, line))
     out.sort(key=lambda e: e[1])
     return out, total
