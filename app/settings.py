@@ -155,7 +155,7 @@ def _address(environ: Mapping[str, str], setting: Setting) -> str:
     name = setting.name
     raw = setting.text(environ) or str(setting.default)
     host, sep, port = raw.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not port.isascii() or not port.isdigit() or len(port) > 5 or not 0 < int(port) < 65536:
         raise SettingsError(f"{name}={raw!r} is not a HOST:PORT address")
     return raw
 

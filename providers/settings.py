@@ -15,6 +15,8 @@ from dataclasses import dataclass
 #: what an integer setting may look like: digits, a minus sign before them allowed (so that -1 is reported out of
 #: range), white space around it ignored
 _INTEGER = re.compile(r"-?[0-9]+")
+#: the most digits (leading zeros aside) an integer setting is read from
+_MOST_DIGITS = 20
 _UNITS = ((1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB"))
 
 
@@ -60,10 +62,13 @@ class Setting:
             return self.default
         if not _INTEGER.fullmatch(raw):
             raise SettingError(f"{self.name}={raw!r} is not an integer")
-        value = int(raw)
-        if not self.low <= value <= self.high:  # type: ignore[operator]
+        # more digits than any bound has are out of range (and `int` refuses more than 4,300 of them)
+        digits = raw.lstrip("-").lstrip("0") or "0"
+        value = (-1 if raw[0] == "-" else 1) * int(digits) if len(digits) <= _MOST_DIGITS else None
+        if value is None or not self.low <= value <= self.high:  # type: ignore[operator]
+            shown = value if value is not None else f"{raw[:_MOST_DIGITS]}... ({len(raw)} characters)"
             raise SettingError(
-                f"{self.name}={value} is out of range: it must be between {self.low} and {self.high}"
+                f"{self.name}={shown} is out of range: it must be between {self.low} and {self.high}"
             )
         return value
 

@@ -35,3 +35,16 @@ def test_dumps_are_reported_per_node_with_versions_ranks_and_unreadable_files(ru
     assert "GLOBAL" in attempts[("job-1", 0)]["node-1"]["unreadable"][0]
     problems = {p["where"]: p["message"] for p in doc["problems"]}
     assert "not a pickle of plain data" in problems["job-1/0/node-1/nccl_trace_rank_3"]
+
+
+def test_an_attempt_folder_named_in_other_digits_is_not_an_attempt(run_cli, tmp_path: Path):
+    # The dump layout's attempt folder is the attempt index in ASCII digits. A folder named `²` (a digit to
+    # `str.isdigit`, none to `int`) stopped `check` with a traceback; `٣` (which `int` reads) was listed as attempt 3.
+    root = tmp_path / "fr"
+    shutil.copytree(FIXTURES / "v2.10" / "groups", root / "job-1" / "0")
+    (root / "job-1" / "\u00b2").mkdir()
+    (root / "job-1" / "\u0663").mkdir()
+    env = {**samples_env(), "ATTRIBUTION_FLIGHT_RECORDER_DIR": str(root)}
+    doc = json.loads(run_cli(["check", "--json"], env).stdout)
+    attempts = [(a["workload_id"], a["attempt_index"]) for a in doc["details"]["flight_recorder"]["attempts"]]
+    assert attempts == [("job-1", 0)]

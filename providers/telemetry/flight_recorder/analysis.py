@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from providers.telemetry.digits import is_number
 from providers.telemetry.flight_recorder.dumps import Dump, Entry
 
 #: collectives whose tensors have the same shape on every rank (the others -- all_to_all, gather, scatter, the
@@ -336,7 +337,7 @@ def _peer(entry: Entry) -> tuple[str, int] | None:
     kind, _, pair = _op(entry.op).partition(" ")
     for arrow in ("->", "<-"):
         a, sep, b = pair.partition(arrow)
-        if sep and a.isdigit() and b.isdigit() and kind in ("send", "recv"):
+        if sep and is_number(a, 9) and is_number(b, 9) and kind in ("send", "recv"):
             return kind, int(b)
     return None
 

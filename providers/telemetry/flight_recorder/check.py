@@ -11,6 +11,7 @@ from typing import Any
 
 from providers.base import Deadline
 from providers.telemetry.checking import ERROR, MAX_HOSTS_LISTED, WARNING, Checker, stamp
+from providers.telemetry.digits import is_number
 from providers.telemetry.flight_recorder.dumps import span
 from providers.telemetry.flight_recorder.source import read_dumps
 from providers.telemetry.reading import entry_kind, list_folder, newest_first
@@ -41,7 +42,7 @@ def check_flight_recorder(c: Checker, root: Path) -> dict[str, Any]:
         if c.expired(f"{entry.name}/"):
             break
         try:
-            attempts = [a for a in list_folder(Path(entry.path)) if entry_kind(a) == "dir" and a.name.isdigit()]
+            attempts = [a for a in list_folder(Path(entry.path)) if entry_kind(a) == "dir" and is_number(a.name, 9)]
         except OSError as exc:
             c.problem(ERROR, f"{entry.name}/", f"the workload's dump folder cannot be read ({exc.strerror})")
             continue

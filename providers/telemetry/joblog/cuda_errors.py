@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import re2
 
+from providers.telemetry.digits import signed_number
 from providers.telemetry.joblog.formats import compile_format
 from providers.telemetry.joblog.signals import CUDA_CONTEXT, SIGNALS, Signal, SignalMeaning
 
@@ -135,8 +136,9 @@ def kind_for_code(text: str) -> CudaErrorKind | None:
         return BY_NAME[text]
     if text in SUCCESS_NAMES:
         return SUCCESS_NAMES[text]
-    if text.lstrip("-").isdigit():
-        return BY_VALUE.get(int(text))
+    if text.lstrip("-").isdigit():  # a number: the kind of that value, when it is one
+        value = signed_number(text, 12)
+        return None if value is None else BY_VALUE.get(value)
     return kind_for_message(text)
 
 

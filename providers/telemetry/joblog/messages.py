@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import re2
 
+from providers.telemetry.digits import is_number, number, signed_number
 from providers.telemetry.joblog.cuda_errors import kind_for_code
 from providers.telemetry.joblog.formats import compile_format
 from providers.telemetry.joblog.patterns import NCCL_ORIGIN
@@ -118,8 +119,8 @@ def nccl_origin(head: str) -> tuple[str | None, int | None]:
             if m:
                 host = m.group("host")
                 continue
-        elif device is None and token.startswith("[") and token.endswith("]") and token[1:-1].isdigit():
-            device = int(token[1:-1]) if len(token) <= 8 else None
+        elif device is None and token.startswith("[") and token.endswith("]"):
+            device = number(token[1:-1], 6)
     return host, device
 
 
@@ -203,12 +204,12 @@ def _message(compiled: Matcher, m: re2._Match, host: str | None, device: int | N
             continue
         if name == "host":
             host = text
-        elif name == "device" and text.isdigit() and len(text) <= 6:
+        elif name == "device" and is_number(text, 6):
             device = int(text)
         elif name == "ranks":
             ranks = task_list(text)
         elif name == "exit":
-            exit_code = _int(text)
+            exit_code = signed_number(text, 12)
         elif name == "peer":
             peer = text
         elif name == "code":
@@ -238,22 +239,15 @@ def task_list(text: str) -> tuple[int, ...]:
     out: list[int] = []
     for part in text.split(","):
         first, _, last = part.partition("-")
-        if not first.isdigit() or len(first) > 9 or (last and (not last.isdigit() or len(last) > 9)):
+        low = number(first, 9)
+        high = number(last, 9) if last else low
+        if low is None or high is None:
             continue
-        low = int(first)
-        high = int(last) if last else low
         for rank in range(low, min(high, low + MAX_RANKS) + 1):
             if len(out) >= MAX_RANKS:
                 return tuple(out)
             out.append(rank)
     return tuple(out)
-
-
-def _int(text: str) -> int | None:
-    digits = text.lstrip("+-")
-    if not digits.isdigit() or len(digits) > 12:
-        return None
-    return int(text)
 
 
 _nccl_set()  # compiled once, when the reader is loaded, not on the first NCCL line a request reads

@@ -16,6 +16,7 @@ import functools
 import re
 from datetime import UTC, datetime
 
+from providers.telemetry.digits import is_number
 from providers.telemetry.joblog.cuda_errors import is_cuda_text
 from providers.telemetry.joblog.records import ExceptionKind
 from providers.telemetry.joblog.signals import SignalMeaning, signals_in
@@ -208,7 +209,7 @@ def _ranks_list(text: str) -> tuple[int, ...]:
     out = []
     for part in text.split(","):
         part = part.strip()
-        if part.isdigit() and len(part) <= 9:
+        if is_number(part, 9):
             out.append(int(part))
     return tuple(out)
 

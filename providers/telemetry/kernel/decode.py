@@ -53,8 +53,10 @@ from providers.telemetry.kernel.parse import Record
 #: an SXid line without the Fatal/Non-fatal word continues its switch's latest record of that code only when logged
 #: this close to it (the driver writes a record's lines within milliseconds); a later one is decided on its own
 SXID_CONTINUATION = timedelta(seconds=1)
-_XID = re.compile(r"\bNVRM: Xid \(([^)]*)\): (\d+)\b,?\s*(.*)", re.DOTALL)
-_SXID = re.compile(r"\bSXid \(PCI:([^)]*)\): (\d+)\b,?\s*(.*)", re.DOTALL)
+# The driver writes a code in ASCII digits: a code of other digits (which `\d` and `int` take) or of more digits than
+# any code has is not an Xid line of the driver's (and `int` refuses more than 4,300 digits)
+_XID = re.compile(r"\bNVRM: Xid \(([^)]*)\): ([0-9]{1,10})\b,?\s*(.*)", re.DOTALL)
+_SXID = re.compile(r"\bSXid \(PCI:([^)]*)\): ([0-9]{1,10})\b,?\s*(.*)", re.DOTALL)
 _SXID_SEVERITY = re.compile(r"(Fatal|Non-fatal)\b", re.IGNORECASE)
 _OFF_BUS = re.compile(r"\bNVRM: GPU (?:at )?(?:PCI:)?([0-9a-fA-F:.]+):? (?:GPU )?has fallen off the bus")
 _OFF_BUS_PROBE = re.compile(r"\bfallen off the bus and is not responding to commands")

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 
+from providers.telemetry.digits import number
+
 # RFC 3339 / ISO 8601 with an explicit offset. `,` before the fraction is dmesg's; `+0000` is journalctl's.
 _ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(Z|z|[+-]\d\d:?\d\d)")
 _ISO_AT_START = re.compile(_ISO.pattern + r"(?=\s)")
@@ -156,10 +158,11 @@ def _journal(line: str) -> ParsedLine | None:
     if not isinstance(doc, dict):
         return None
     stamp = doc.get("__REALTIME_TIMESTAMP", doc.get("_SOURCE_REALTIME_TIMESTAMP"))
-    if not isinstance(stamp, str) or not stamp.isdigit():
+    micro = number(stamp, 20) if isinstance(stamp, str) else None
+    if micro is None:
         return None
     try:
-        observed_at = EPOCH + timedelta(microseconds=int(stamp))
+        observed_at = EPOCH + timedelta(microseconds=micro)
     except OverflowError:
         return None
     raw = doc.get("MESSAGE")

@@ -42,6 +42,7 @@ from providers.base import (
     TraceContext,
 )
 from providers.telemetry.cache import Bounded
+from providers.telemetry.digits import number
 from providers.telemetry.kernel.collect import KERNEL_TAG, Collector
 from providers.telemetry.kernel.parse import ParsedLine
 
@@ -309,9 +310,9 @@ def _text(value: Any) -> str | None:
 
 def kernel_stamp(source_monotonic: str | None) -> str | None:
     """`_SOURCE_MONOTONIC_TIMESTAMP` (microseconds since boot) as the kernel prints it: `seconds.micro`."""
-    if source_monotonic is None or not source_monotonic.isdigit():
+    value = None if source_monotonic is None else number(source_monotonic, 20)
+    if value is None:
         return None
-    value = int(source_monotonic)
     return f"{value // 1_000_000:5d}.{value % 1_000_000:06d}"
 
 
