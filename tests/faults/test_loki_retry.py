@@ -94,6 +94,16 @@ def test_a_wait_past_the_deadline_is_not_slept_and_says_why(scripted) -> None:
     assert "answered HTTP 429 and asked to retry after 30 s, past the deadline" in data["error"]["message"]
 
 
+def test_a_retry_after_of_thousands_of_digits_is_a_wait_past_the_deadline(scripted) -> None:
+    # More digits than `int` reads from text (4,300): urllib3's reading of the header raised, and the request failed
+    # without saying why. It is a wait no deadline allows, said as the others are.
+    data, seen = _ask(scripted, [(429, "7" * 5000)], timeout_ms=2000)
+    assert seen == [429]
+    assert data["error"]["type"] == "service_error"
+    assert ("answered HTTP 429 and asked to retry after a wait of thousands of digits, past the deadline"
+            in data["error"]["message"])
+
+
 def test_retries_are_bounded_and_the_last_refusal_is_the_error(scripted) -> None:
     loki = ScriptedLoki([(429, "0")] * 10)
     scripted.append(loki)

@@ -17,6 +17,7 @@ wait (connect, each read) is bounded by the time left before the deadline when i
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import time
@@ -124,7 +125,10 @@ class DeadlineRetry(Retry):
         return retry
 
     def sleep(self, response: Any = None) -> None:
-        wait = self.get_retry_after(response) if response is not None else None
+        try:
+            wait = self.get_retry_after(response) if response is not None else None
+        except ValueError:  # a `Retry-After` of more digits than `int` reads (4,300): longer than any deadline
+            raise RetryPastDeadline(getattr(response, "status", 0), math.inf) from None
         if wait is None:
             wait = self.get_backoff_time()
         left = self.deadline.remaining() if self.deadline is not None else float("inf")
@@ -219,8 +223,9 @@ def get_json(
                 raise ProviderProcessingError(message, kind=SourceFailure.UNREADABLE)
             raw = _read_body(response, deadline, source)
     except RetryPastDeadline as exc:
+        wait = f"{exc.wait_s:g} s" if math.isfinite(exc.wait_s) else "a wait of thousands of digits"
         raise ProviderProcessingError(
-            f"{source} answered HTTP {exc.status} and asked to retry after {exc.wait_s:g} s, past the deadline",
+            f"{source} answered HTTP {exc.status} and asked to retry after {wait}, past the deadline",
             kind=SourceFailure.UNREADABLE,
         ) from exc
     except requests.Timeout as exc:
