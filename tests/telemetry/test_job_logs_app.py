@@ -221,6 +221,15 @@ def test_nccl_network_errors_name_no_node_unless_the_nodes_own_port_failed(tmp_p
     assert _findings(port) == [("gpu-1", "network")] and _unattributed(port) == ["gpu-2"]
 
 
+def test_a_line_in_dockers_shape_nested_deeper_than_json_is_read_is_a_plain_line(tmp_path: Path) -> None:
+    # A line that starts as Docker's json-file record (`{"log":`) with brackets nested 16,000 deep made the JSON
+    # decoder raise RecursionError, and the request failed: it is a line of text, and the node's own port error after
+    # it is read.
+    deep = '{"log":' + "[" * 16000
+    body = _ask(tmp_path, ["gpu-1", "gpu-2"], {"gpu-1": [deep, fx.NCCL_905_PORT_ERROR]})
+    assert _findings(body) == [("gpu-1", "network")]
+
+
 def test_a_cuda_hardware_error_points_at_the_node_a_programming_error_at_the_application(tmp_path: Path) -> None:
     body = _ask(tmp_path / "ecc", ["gpu-1", "gpu-2"], {"gpu-1": fx.JADE_194_ECC})
     assert _findings(body) == [("gpu-1", "gpu_memory")]

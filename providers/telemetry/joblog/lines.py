@@ -446,7 +446,7 @@ class NodeParser:
     def _docker_json(text: str) -> _Split:
         try:
             record = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # (brackets nested deeper than the decoder goes)
             return text, text, None
         if not isinstance(record, dict) or not isinstance(record.get("log"), str):
             return text, text, None
