@@ -69,9 +69,11 @@ docs:
 load-long: $(STAMP) $(COMPILED)
 	ATTRIBUTION_LOAD_SECONDS=60 $(PY) -m pytest -q -W error -s tests/load
 
-## fuzz-deep: schemathesis with 2000 examples per operation against real gunicorn (not run in CI)
+## fuzz-deep: schemathesis with 2000 examples per operation against real gunicorn, and 2000 mutated kernel logs and
+## 4000 mutated job logs (tests/telemetry/test_mutated_logs.py) (not run in CI)
 fuzz-deep: $(STAMP) $(COMPILED)
-	ATTRIBUTION_FUZZ_EXAMPLES=2000 $(PY) -m pytest -q -W error tests/robustness/test_fuzz_openapi.py
+	ATTRIBUTION_FUZZ_EXAMPLES=2000 $(PY) -m pytest -q -W error tests/robustness/test_fuzz_openapi.py \
+		tests/telemetry/test_mutated_logs.py
 
 ## bench: print the benchmark figures: throughput per provider vs bare Flask (wrk), the maximal request over HTTP,
 ## workers' peak RSS, the provider benchmarks (bench/all.py), then the concurrency sweep. Needs wrk (apt-get install wrk).

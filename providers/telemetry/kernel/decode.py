@@ -128,7 +128,8 @@ def _row_decision(row: Row) -> Decision:
 
 
 def _device(text: str) -> str:
-    return text.strip().removeprefix("PCI:").split()[0].lower() if text.strip() else ""
+    words = text.strip().removeprefix("PCI:").split()  # none in `(PCI:)`
+    return words[0].lower() if words else ""
 
 
 def _bits(value: int) -> set[int]:
