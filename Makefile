@@ -69,8 +69,8 @@ docs:
 load-long: $(STAMP) $(COMPILED)
 	ATTRIBUTION_LOAD_SECONDS=60 $(PY) -m pytest -q -W error -s tests/load
 
-## fuzz-deep: schemathesis with 2000 examples per operation against real gunicorn, and 2000 mutated kernel logs and
-## 4000 mutated job logs (tests/telemetry/test_mutated_logs.py) (not run in CI)
+## fuzz-deep: schemathesis with 2000 examples per operation against real gunicorn, and 2000 mutated kernel logs, 500
+## mutated journal files and 4000 mutated job logs (tests/telemetry/test_mutated_logs.py) (not run in CI)
 fuzz-deep: $(STAMP) $(COMPILED)
 	ATTRIBUTION_FUZZ_EXAMPLES=2000 $(PY) -m pytest -q -W error tests/robustness/test_fuzz_openapi.py \
 		tests/telemetry/test_mutated_logs.py

@@ -37,6 +37,20 @@ TEXT_OPTIONS = {
 SAMPLE_NODES = ["worker-01", "worker-02", "worker-03", "worker-04", "worker-05", "worker-06"]
 
 
+@pytest.mark.parametrize("tail", [2**64 - 1, 2**63, 1 << 40])
+def test_a_header_whose_last_object_lies_outside_the_file_stops_no_request(
+    tmp_path: Path, sample_journals: Path, tail: int
+):
+    # The header's `tail_object_offset` past 2**63 made the read-ahead's system call raise OverflowError, and the
+    # request failed; past the file's end it is no journal's either. A random mutation of the fixtures found it.
+    shutil.copyfile(sample_journals / "remote-worker-01.journal", tmp_path / "remote-worker-01.journal")
+    data = bytearray((sample_journals / "remote-worker-05.journal").read_bytes())
+    data[136:144] = tail.to_bytes(8, "little")
+    (tmp_path / "remote-worker-05.journal").write_bytes(bytes(data))
+    outcome = _journal_provider(tmp_path).fast(make_request(["worker-01", "worker-05"]), deadline(), None)
+    assert [(f.target.name, f.error_category) for f in outcome.attributions][:1] == [("worker-01", "gpu_off_bus")]
+
+
 def _journals(exports: Path, into: Path) -> Path:
     for export in sorted(exports.glob("*.export")):
         write_journal(export.read_bytes(), into / f"{export.stem}.journal")

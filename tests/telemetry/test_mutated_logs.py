@@ -1,7 +1,7 @@
 """Real logs mutated at random (bytes inserted, removed, replaced by ones that matter to the readers): the provider
 answers whatever the bytes say, and never fails on them; the job-log reader's buffer pass still finds what a parse of
-every line finds. Seeded, so each run asks the same cases: 400 kernel logs and 800 job logs, or with
-`ATTRIBUTION_FUZZ_EXAMPLES` that many and twice as many (`make fuzz-deep`: 2000).
+every line finds. Seeded, so each run asks the same cases: 400 kernel logs, 100 journal files and 800 job logs, or
+with `ATTRIBUTION_FUZZ_EXAMPLES` that many, a quarter and twice as many (`make fuzz-deep`: 2000).
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from app.settings import Settings
 from providers.base import Deadline
 from providers.telemetry import TelemetryProvider
 from tests.joblog.test_prefilter import SHAPES, _both
+from tests.telemetry import journal_exports
 from tests.telemetry.conftest import fast_body, make_request, rsyslog, write_lines, xid
+from tests.telemetry.journals import write_journal
 from tests.telemetry.test_foreign_digits import _LINES
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -76,6 +78,42 @@ def test_mutated_kernel_logs_are_answered(tmp_path: Path) -> None:
                 provider.fast(make_request(["gpu19", "gpu-1"], detected), Deadline.after_ms(10000), None)
             except Exception as exc:  # noqa: BLE001 - the case is said with the failure
                 pytest.fail(f"case {k}: {exc!r} on {data[:600]!r}")
+
+
+def test_mutated_journal_files_are_answered(tmp_path: Path) -> None:
+    # Journal files written by systemd-journal-remote from the fixtures' export text, bytes of their first 48 KiB
+    # (the header and the objects; the rest is the file's unused space) flipped or overwritten.
+    made = tmp_path / "made"
+    made.mkdir()
+    for export in sorted(journal_exports.EXPORTS.glob("*.export")):
+        write_journal(export.read_bytes(), made / f"{export.stem}.journal")
+    files = [(f.name, f.read_bytes()) for f in sorted(made.glob("*.journal"))]
+    folder = tmp_path / "journals"
+    folder.mkdir()
+    rng = random.Random(20261207)
+    for k in range(EXAMPLES // 4):
+        name, data = rng.choice(files)
+        out = bytearray(data)
+        for _ in range(rng.randint(1, 10)):
+            at = rng.randrange(min(len(out), 48 * 1024))
+            roll = rng.random()
+            if roll < 0.5:
+                out[at] ^= 1 << rng.randrange(8)
+            elif roll < 0.8:
+                out[at] = rng.choice([0, 1, 0x7F, 0x80, 0xFF])
+            else:
+                out[at : at + 8] = rng.randbytes(8)
+        for old in folder.iterdir():
+            old.unlink()
+        (folder / name).write_bytes(bytes(out))
+        provider = TelemetryProvider.from_options(
+            {"ATTRIBUTION_KERNEL_LOG_SOURCE": "journal", "ATTRIBUTION_JOURNAL_DIR": str(folder)})
+        for detected in (datetime.fromisoformat("2026-09-09T12:00:00+00:00"),
+                         datetime.fromisoformat("2024-03-21T02:10:00+00:00")):
+            try:
+                provider.fast(make_request(["gpu19", "gpu-1", "worker-01"], detected), Deadline.after_ms(10000), None)
+            except Exception as exc:  # noqa: BLE001 - the case is said with the failure
+                pytest.fail(f"case {k}: {exc!r} on a mutated {name}")
 
 
 def test_mutated_job_logs_read_in_buffers_as_line_by_line() -> None:

@@ -153,9 +153,11 @@ def read_ahead(path: str) -> None:
         if len(head) < _TAIL_OBJECT_AT + _TAIL_OBJECT.size or head[:8] != SIGNATURE:
             return
         (tail,) = _TAIL_OBJECT.unpack_from(head, _TAIL_OBJECT_AT)
-        if not tail or _in_cache(fd, tail):
-            return
         st = os.fstat(fd)
+        # (a last object outside the file is no journal's, and an offset past 2**63 no system call takes: the reader
+        # says what is wrong with such a file)
+        if not 0 < tail < st.st_size or _in_cache(fd, tail):
+            return
         state = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         known = _RANGES.get(path)
         if known is None or known[0] != state:
