@@ -4,11 +4,16 @@ carriage return or control characters."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from providers.telemetry.joblog.lines import NodeParser
-from providers.telemetry.joblog.loki import LokiJobLogSource, _Read, _stamp
+from providers.telemetry.joblog.loki import LokiJobLogSource, _joined, _Read, _stamp
 from providers.telemetry.joblog.nodes import exact_resolver
+from providers.telemetry.loki.client import MAX_NS
 from tests.joblog.support import fixture_groups
 
 NODE = "node-a"
@@ -49,3 +54,14 @@ def test_the_real_lines_of_the_reports_parse_as_entries_fed_one_by_one() -> None
 def test_entries_the_buffer_could_misread_parse_as_fed_one_by_one(odd: str) -> None:
     entries = _entries(["[rank0]: before", odd, "[rank1]: after", "Traceback (most recent call last):"])
     assert _source(entries) == _one_by_one(entries)
+
+
+@settings(max_examples=2000)
+@given(st.one_of(st.integers(0, MAX_NS), st.integers(1_700_000_000 * 10**9, 1_900_000_000 * 10**9)))
+def test_lokis_time_is_written_as_the_calendar_writes_it(ns: int) -> None:
+    # The stamp put in front of each line (its microseconds written from a table of three digits) is the instant's
+    # own text, to the microsecond; the buffer holds it the same way.
+    seconds, micro = divmod(ns // 1000, 1_000_000)
+    expected = datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{micro:06d}Z"
+    assert _stamp(ns) == expected
+    assert _joined([(ns, "a line")]) == f"{expected} a line".encode()

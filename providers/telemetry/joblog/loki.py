@@ -182,18 +182,25 @@ def _second(seconds: int) -> str:
     return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
+#: `000` to `999`: a stamp's microseconds written as two of them (`f"{x:06d}"` took 0.3 us a line, a twentieth of a
+#: Loki line's parse; the table 0.1 us)
+_DIGITS = tuple(f"{i:03d}" for i in range(1000))
+
+
 def _stamp(ns: int) -> str:
     """Loki's time as the RFC 3339 stamp (microseconds, UTC) put in front of the line for the parser."""
-    seconds, rest = divmod(ns, 1_000_000_000)
-    return f"{_second(seconds)}.{rest // 1000:06d}Z"
+    micro = ns // 1000
+    return f"{_second(micro // 1_000_000)}.{_DIGITS[micro // 1000 % 1000]}{_DIGITS[micro % 1000]}Z"
 
 
 def _joined(entries: list[tuple[int, str]]) -> bytes:
     """A node's entries, oldest first, as one buffer for the buffer reader (`prefilter.feed_tail`): each line with
-    Loki's time in front of it, as the parser reads it. A newline inside a line is what the parser makes of it (a
-    control character, shown as U+FFFD), so that the line stays one. (The answers' JSON decoder refuses lone
-    surrogates, so every line encodes.)"""
-    parts = [f"{_stamp(ts)} {line}" for ts, line in entries]
+    Loki's time in front of it (`_stamp`, written out here), as the parser reads it. A newline inside a line is what
+    the parser makes of it (a control character, shown as U+FFFD), so that the line stays one. (The answers' JSON
+    decoder refuses lone surrogates, so every line encodes.)"""
+    second, digits = _second, _DIGITS
+    parts = [f"{second(ts // 1_000_000_000)}.{digits[ts // 1_000_000 % 1000]}{digits[ts // 1000 % 1000]}Z {line}"
+             for ts, line in entries]
     text = "\n".join(parts)
     if text.count("\n") != len(parts) - 1:
         text = "\n".join(part.replace("\n", "\ufffd") for part in parts)
