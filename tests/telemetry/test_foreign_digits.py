@@ -28,6 +28,7 @@ from providers.telemetry.joblog.source import resolver
 from providers.telemetry.kernel.sources.journal import kernel_stamp
 from tests.joblog import fixtures as fx
 from tests.joblog.support import T0, write_tree
+from tests.joblog.test_prefilter import _both
 from tests.telemetry.conftest import fast_body, rsyslog, write_lines, xid
 
 #: digits no program writes in its numbers: two `int` refuses, three it reads as its own
@@ -202,3 +203,28 @@ def test_a_journal_entrys_monotonic_time_is_ascii_digits(value: str | None, expe
 def test_a_point_to_point_entrys_peer_is_ascii_digits(op: str, expected: tuple[str, int] | None) -> None:
     entry = Entry("0", "", None, 0, op, True, "completed", True, None, None, None, None, None)
     assert _peer(entry) == expected
+
+
+def _arabic_indic(text: str) -> str:
+    return text.translate({ord("0") + d: 0x0660 + d for d in range(10)})
+
+
+def test_a_rank_prefix_in_other_digits_places_no_rank() -> None:
+    # PyTorch writes `[rank9]:`; `[rank٩]:` was read as rank 9 (`\d` takes every script's digits), by the buffer
+    # pass and line by line alike. Neither places it now; the ASCII line beside it is placed.
+    data = "[rank\u0669]: step 1\n[rank3]: step 1\n".encode()
+    in_buffers, line_by_line, _ = _both(data)
+    assert in_buffers == line_by_line
+    assert sorted(in_buffers.ranks) == [3]
+
+
+def test_a_kernel_line_stamped_in_other_digits_is_in_no_known_format(tmp_path: Path) -> None:
+    # An RFC 3339 stamp in Arabic-Indic digits was read as the instant it spells; no syslog writes one. The file
+    # holding only such lines is said to be in no known format, as any other.
+    line = rsyslog(T0 + timedelta(minutes=1), "gpu-1", xid(79))
+    own = _ask(tmp_path / "own", ["gpu-1"], kernel={"gpu-1": [line]})
+    assert [(f["target"]["name"], f["error_category"]) for f in own["attributions"]] == [("gpu-1", "gpu_off_bus")]
+    stamp, rest = line.split(" ", 1)
+    body = _ask(tmp_path / "other", ["gpu-1"], kernel={"gpu-1": [f"{_arabic_indic(stamp)} {rest}"]})
+    assert body["attributions"] == []
+    assert body["error"]["type"] == "insufficient_telemetry"

@@ -34,9 +34,9 @@ from providers.telemetry.identity import NodeNames
 log = logging.getLogger("attribution_adapter.telemetry")
 
 _STAMP_FORMS = (
-    re.compile(r"(\d{4})(\d\d)(\d\d)T(\d\d)(\d\d)(\d\d)Z", re.IGNORECASE),
-    re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)Z", re.IGNORECASE),
-    re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d)-(\d\d)-(\d\d)Z", re.IGNORECASE),
+    re.compile(r"([0-9]{4})([0-9]{2})([0-9]{2})T([0-9]{2})([0-9]{2})([0-9]{2})Z", re.IGNORECASE),
+    re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z", re.IGNORECASE),
+    re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2})-([0-9]{2})-([0-9]{2})Z", re.IGNORECASE),
 )
 #: one epilog result larger than this is not a `dcgmi diag -j` document
 MAX_RESULT_BYTES = 16 * 1024 * 1024

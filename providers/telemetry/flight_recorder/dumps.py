@@ -104,7 +104,7 @@ class _Unresolved(Exception):
     """A tail read met a memo reference into the part it skipped, in a field it needs: read further back."""
 
 
-_RANKS_TEXT = re.compile(r"\[(?:\d{1,10}(?:, ?\d{1,10})*)?\]")
+_RANKS_TEXT = re.compile(r"\[(?:[0-9]{1,10}(?:, ?[0-9]{1,10})*)?\]")
 
 
 class ReadCache:
@@ -289,7 +289,7 @@ def dump_of(top: object, rank: int, cache: ReadCache, *, whole: bool = True, for
     if not isinstance(top, dict):
         raise Unreadable("it is not a mapping")
     version = top.get("version")
-    if not isinstance(version, str) or not re.fullmatch(r"\d{1,3}\.\d{1,3}", version):
+    if not isinstance(version, str) or not re.fullmatch(r"[0-9]{1,3}\.[0-9]{1,3}", version):
         raise Unreadable("it has no version")
     groups, by_id = _groups(top, cache)
     raw = top.get("entries", [])

@@ -45,7 +45,7 @@ ANALYSIS_S_PER_DUMP = 90e-6
 #: bytes before the previous dump's entries list from which the next dump's is looked for (`dumps.tail_pattern`)
 NEAR_BYTES = 4096
 #: the global rank at the end of a dump's name, before an optional `.json`
-_NAME = re.compile(r"^(?P<prefix>.*?\D)?(?P<rank>\d{1,7})(?P<json>\.json)?$")
+_NAME = re.compile(r"^(?P<prefix>.*?[^0-9])?(?P<rank>[0-9]{1,7})(?P<json>\.json)?$")
 
 
 @dataclass

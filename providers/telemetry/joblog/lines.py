@@ -797,7 +797,7 @@ _NOT_SUMMARY = ("[rank", "[PG ", "[Rank ")
 #: a line of a summary's lines joined (ASCII, printable, a newline before each) that `feed` reads another way than
 #: the summary's own: one that starts with a digit, `{` or `Traceback`, or with srun's label (SRUN_LABEL: its blanks
 #: before a digit) or torchrun's role prefix (ROLE_PREFIX)
-_NOT_SUMMARY_START = re.compile(r"\n(?:[0-9{]|Traceback| {1,8}+\d{1,7}+: |\[[A-Za-z_][A-Za-z0-9_-]{0,63}+\]:)")
+_NOT_SUMMARY_START = re.compile(r"\n(?:[0-9{]|Traceback| {1,8}+[0-9]{1,7}+: |\[[A-Za-z_][A-Za-z0-9_-]{0,63}+\]:)")
 #: a line of a summary's lines joined (a newline before each) that starts with a letter: it may start with a host
 #: name (`_own_host_off`)
 _LETTER_FIRST = re.compile(r"\n([A-Za-z][^\n]*+)")
@@ -809,7 +809,7 @@ _SUMMARY_PARSES = frozenset({"elastic"})
 #: the traceback on one line, the closing line of `=`. Every line as the summary's steps read it one by one: the
 #: headings and lines of dashes and `=` whole, `<NO_OTHER_FAILURES>` indented by two, the entry `[N]:` alone.
 _ROOT_CAUSE_ONLY = re.compile(
-    r"\nFailures:\n  <NO_OTHER_FAILURES>\n-++\nRoot Cause \(first observed failure\):\n\[\d{1,6}+\]:"
+    r"\nFailures:\n  <NO_OTHER_FAILURES>\n-++\nRoot Cause \(first observed failure\):\n\[[0-9]{1,6}+\]:"
     + "".join(rf"\n  {key}" + elastic_value(key) + r"[^\n]*+" for key in ELASTIC_KEYS)
     + r"\n=++"
 )

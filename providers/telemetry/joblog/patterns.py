@@ -38,8 +38,8 @@ MAX_TEXT = 4096
 HOST_CHARS = 253
 
 _TS = (
-    r"(?P<date>\d{4}-\d{2}-\d{2})[T ](?P<clock>\d{2}:\d{2}:\d{2})(?:[.,](?P<frac>\d{1,9}+))?+"
-    r"(?:(?P<zone>Z|[+-]\d{2}:?+\d{2})|)"
+    r"(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[T ](?P<clock>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}+))?+"
+    r"(?:(?P<zone>Z|[+-][0-9]{2}:?+[0-9]{2})|)"
 )
 #: the length of Loki's time as the Loki source puts it in front of a line (`loki._stamp`:
 #: `dddd-dd-ddTdd:dd:dd.ddddddZ`)
@@ -50,39 +50,39 @@ CRI_HOST = re.compile(_TS + rf" (?P<host>[^\s]{{1,{HOST_CHARS}}}+) (?P<stream>st
 #: any other collector that starts a line with an RFC 3339 time (and maybe `stdout`/`stderr`)
 STAMP = re.compile(_TS + r" (?:(?P<stream>stdout|stderr) |)")
 #: `srun --label` puts the task number before each line
-SRUN_LABEL = re.compile(r" {0,8}+\d{1,7}+: ")
+SRUN_LABEL = re.compile(r" {0,8}+[0-9]{1,7}+: ")
 #: PyTorch 2.2+ puts the global rank before every line a rank writes
-RANK_PREFIX = re.compile(r"\[rank(?P<rank>\d{1,9}+)\]:")
+RANK_PREFIX = re.compile(r"\[rank(?P<rank>[0-9]{1,9}+)\]:")
 #: torchrun's own per-worker prefix, `[<role><local rank>]:` (a local rank: never used as a rank)
 ROLE_PREFIX = re.compile(r"\[[A-Za-z_][A-Za-z0-9_-]{0,63}+\]:")
 #: ProcessGroupNCCL's log prefix: `[Rank N]`, `[PG 1 Rank N]`, `[PG 0 (default_pg) Rank N]`,
 #: `[PG ID 0 PG GUID 0(default_pg) Rank N]` (N is the rank within that process group)
 MARKER = re.compile(
-    r"\[(?:PG (?:ID )?+(?P<pg>\d{1,9}+)(?: PG GUID (?P<guid>[^\]\s]{1,128}+)| \((?P<name>[^)\]]{1,128}+)\)|) |)"
-    r"Rank (?P<rank>\d{1,9}+)\]"
+    r"\[(?:PG (?:ID )?+(?P<pg>[0-9]{1,9}+)(?: PG GUID (?P<guid>[^\]\s]{1,128}+)| \((?P<name>[^)\]]{1,128}+)\)|) |)"
+    r"Rank (?P<rank>[0-9]{1,9}+)\]"
 )
 WATCHDOG = re.compile(
-    r"Watchdog caught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>\d{1,19}+), )?+"
+    r"Watchdog caught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>[0-9]{1,19}+), )?+"
     r"OpType=(?P<op>[A-Z_]{1,40}+)"
 )
 WATCHDOG_TAIL = re.compile(
-    r"Timeout\(ms\)=(?P<timeout>\d{1,12}+)\) ran for (?P<ran>\d{1,15}+) milliseconds before timing out"
+    r"Timeout\(ms\)=(?P<timeout>[0-9]{1,12}+)\) ran for (?P<ran>[0-9]{1,15}+) milliseconds before timing out"
 )
 #: the watchdog's progress line in its four real shapes (PyTorch 2.3 to 2.7), each matched where its text starts
-_NUMBERS = r"(?P<enq>-?+\d{1,19}+), last completed NCCL work: (?P<done>-?+\d{1,19}+)"
+_NUMBERS = r"(?P<enq>-?+[0-9]{1,19}+), last completed NCCL work: (?P<done>-?+[0-9]{1,19}+)"
 PROGRESS_DETECTED = re.compile(
-    r"detected by watchdog at work: (?P<work>-?+\d{1,19}+), last enqueued NCCL work: " + _NUMBERS
+    r"detected by watchdog at work: (?P<work>-?+[0-9]{1,19}+), last enqueued NCCL work: " + _NUMBERS
 )
-PROGRESS_TIMEOUT = re.compile(r"Timeout at NCCL work: (?P<work>-?+\d{1,19}+), last enqueued NCCL work: " + _NUMBERS)
+PROGRESS_TIMEOUT = re.compile(r"Timeout at NCCL work: (?P<work>-?+[0-9]{1,19}+), last enqueued NCCL work: " + _NUMBERS)
 PROGRESS_SEQ_ID = re.compile(
-    r"failure detected by watchdog at work sequence id: (?P<work>-?+\d{1,19}+) PG status: "
-    r"last enqueued work: (?P<enq>-?+\d{1,19}+), last completed work: (?P<done>-?+\d{1,19}+)"
+    r"failure detected by watchdog at work sequence id: (?P<work>-?+[0-9]{1,19}+) PG status: "
+    r"last enqueued work: (?P<enq>-?+[0-9]{1,19}+), last completed work: (?P<done>-?+[0-9]{1,19}+)"
 )
 PROGRESS_DUMP = re.compile(r"Last enqueued NCCL work: " + _NUMBERS)
 #: PyTorch's desync report (TORCH_NCCL_DESYNC_DEBUG), ranks within the process group
 DESYNC_LAGGING = re.compile(
-    r"(?:- )?+\[(?P<ranks>[0-9, ]{1,8192}+)\] (?:joined but didn't finish collective #(?P<started>\d{1,19}+)"
-    r"|finished collective #(?P<finished>\d{1,19}+), but didn't join collective #\d{1,19}+)"
+    r"(?:- )?+\[(?P<ranks>[0-9, ]{1,8192}+)\] (?:joined but didn't finish collective #(?P<started>[0-9]{1,19}+)"
+    r"|finished collective #(?P<finished>[0-9]{1,19}+), but didn't join collective #[0-9]{1,19}+)"
 )
 DESYNC_MISSING = re.compile(
     r"To our best knowledge, ranks \[(?P<ranks>[0-9, ]{1,8192}+)\] are the lagging ranks "
@@ -99,23 +99,23 @@ def elastic_value(group: str) -> str:
 
 
 ELASTIC_FIELD = re.compile(rf" {{2}}(?P<key>{'|'.join(ELASTIC_KEYS)})" + elastic_value("value"))
-ELASTIC_ENTRY = re.compile(r"\[(?P<idx>\d{1,6}+)\]:")
-ELASTIC_RANK = re.compile(r"(?P<rank>\d{1,9}+) \(local_rank: (?P<local>\d{1,9}+)\)")
-ELASTIC_EXIT = re.compile(r"(?P<code>-?+\d{1,4}+) \(pid: (?P<pid>\d{1,10}+)\)")
-ELASTIC_SIGNAL = re.compile(r"Signal (?P<num>\d{1,3}+) \((?P<name>[A-Z0-9_<>/]{1,16}+)\) received by PID")
-ELASTIC_TIME = re.compile(r"(?P<date>\d{4}-\d{2}-\d{2})_(?P<clock>\d{2}:\d{2}:\d{2})")
+ELASTIC_ENTRY = re.compile(r"\[(?P<idx>[0-9]{1,6}+)\]:")
+ELASTIC_RANK = re.compile(r"(?P<rank>[0-9]{1,9}+) \(local_rank: (?P<local>[0-9]{1,9}+)\)")
+ELASTIC_EXIT = re.compile(r"(?P<code>-?+[0-9]{1,4}+) \(pid: (?P<pid>[0-9]{1,10}+)\)")
+ELASTIC_SIGNAL = re.compile(r"Signal (?P<num>[0-9]{1,3}+) \((?P<name>[A-Z0-9_<>/]{1,16}+)\) received by PID")
+ELASTIC_TIME = re.compile(r"(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})_(?P<clock>[0-9]{2}:[0-9]{2}:[0-9]{2})")
 #: NCCL's debug prefix `<host>:<pid>:<tid> [<cuda dev>]`
-NCCL_ORIGIN = re.compile(r"(?P<host>[^\s:]{1,253}+):(?P<pid>\d{1,10}+):(?P<tid>\d{1,10}+)")
+NCCL_ORIGIN = re.compile(r"(?P<host>[^\s:]{1,253}+):(?P<pid>[0-9]{1,10}+):(?P<tid>[0-9]{1,10}+)")
 IB_COMPLETION = re.compile(
     r"NET/IB[A-Za-z/]{0,8}+ ?+: ?+Got completion from peer (?P<peer>[^\s]{1,300}+) "
-    r"with (?:error |status=)(?:[A-Z_]{1,40}+\()?+(?P<status>\d{1,4}+)"
+    r"with (?:error |status=)(?:[A-Z_]{1,40}+\()?+(?P<status>[0-9]{1,4}+)"
 )
-IB_COMPLETION_OLD = re.compile(r"Got completion with error (?P<status>\d{1,4}+)")
+IB_COMPLETION_OLD = re.compile(r"Got completion with error (?P<status>[0-9]{1,4}+)")
 PEER_AFTER = re.compile(r" ?+(?P<peer>[^\s]{1,300}+)")
 VERBS_CALL = re.compile(r"Call to (?P<call>ibv_[a-z_]{1,64}+) failed")
 #: the kernel OOM killer's victim (`Out of memory: Killed process N`, `Memory cgroup out of memory: Killed
 #: process N`, older `Killed process N (comm)`)
-OOM_KILLED = re.compile(r"Killed process (?P<pid>\d{1,10}+)")
+OOM_KILLED = re.compile(r"Killed process (?P<pid>[0-9]{1,10}+)")
 #: a Python exception line: a dotted name, then `:` or the end of the line
 EXCEPTION_HEAD = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.]{0,199}+)(?::|$)")
 

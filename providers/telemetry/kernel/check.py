@@ -70,9 +70,9 @@ FORMATS = {
 }
 #: Loki: a stored line in none of the formats is a bare message, which the Loki source classifies as it is
 BARE_MESSAGE = "message"
-_RFC5424_START = re.compile(r"<\d{1,3}>1 ")
+_RFC5424_START = re.compile(r"<[0-9]{1,3}>1 ")
 # Plain dmesg: seconds since boot (optionally after `dmesg --decode`'s facility and level): never placed in time.
-_PLAIN_DMESG = re.compile(r"(?:[a-z0-9]+ *: *[a-z]+ *: ?)?\[ *\d+\.\d+\] ")
+_PLAIN_DMESG = re.compile(r"(?:[a-z0-9]+ *: *[a-z]+ *: ?)?\[ *[0-9]+\.[0-9]+\] ")
 
 
 def line_format(text: str, ctx: TimeContext) -> tuple[str | None, ParsedLine | None]:

@@ -66,15 +66,15 @@ _RM_INIT = re.compile(r"\bNVRM: (?:GPU ([0-9a-fA-F:.]+): )?RmInitAdapter failed!
 _PROBE_FAILED = re.compile(r"\bNVRM: .*\bprobe\b.*\bfailed\b", re.IGNORECASE)
 _AER = re.compile(r"\bPCIe Bus Error: severity=(Correctable|Corrected|Uncorrectable|Uncorrected)")
 _AER_DEVICE = re.compile(r"([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])")
-_GSP_TIMEOUT = re.compile(r"\bTimeout after \d+s of waiting for RPC response from GPU\d* GSP")
+_GSP_TIMEOUT = re.compile(r"\bTimeout after [0-9]+s of waiting for RPC response from GPU[0-9]* GSP")
 _NVLINK5 = re.compile(
-    r"(\S+)\s+(Fatal|Nonfatal|Non-fatal)\b(?:\s+XC(\d+)\s+i(\d+)\s+Link\s+(-?\d+)"
+    r"(\S+)\s+(Fatal|Nonfatal|Non-fatal)\b(?:\s+XC([0-9]+)\s+i([0-9]+)\s+Link\s+(-?[0-9]+)"
     r"(?:\s*\((0x[0-9a-fA-F]+)[\s,]+(0x[0-9a-fA-F]+))?)?",
     re.IGNORECASE,
 )
 #: the process context an Xid line may carry before its message (`pid=2024380, name=nvidia-smi, `)
 _PROCESS = re.compile(r"^pid=[^,]*,\s*(?:name=[^,]*,\s*)?")
-_XID74 = re.compile(r"\blink\s*(\d+)\s*\(\s*(0x[0-9a-fA-F]+(?:\s*,\s*0x[0-9a-fA-F]+){6})\s*\)", re.IGNORECASE)
+_XID74 = re.compile(r"\blink\s*([0-9]+)\s*\(\s*(0x[0-9a-fA-F]+(?:\s*,\s*0x[0-9a-fA-F]+){6})\s*\)", re.IGNORECASE)
 _XID154 = re.compile(r"recovery action changed from 0x([0-9a-fA-F]+).*?\bto 0x([0-9a-fA-F]+)", re.IGNORECASE)
 
 #: WORKFLOW_NVLINK_ERR: register index -> bits that are no finding (ignorable, threshold-only, sympathetic)
@@ -90,7 +90,7 @@ RULES = frozenset(
 #: and GPC; WORKFLOW_XID_31: the same GPU): repeated on one GPU they point at possible hardware
 REPEAT_WORKFLOWS = frozenset({"WORKFLOW_XID_13", "WORKFLOW_XID_31"})
 #: where an Xid 13 line names its graphics processing cluster and texture processing cluster
-_GPC_TPC = re.compile(r"\bGPC (\d+), TPC (\d+)")
+_GPC_TPC = re.compile(r"\bGPC ([0-9]+), TPC ([0-9]+)")
 
 
 @dataclass(frozen=True)

@@ -18,19 +18,24 @@ from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from providers.telemetry.digits import number
 
 # RFC 3339 / ISO 8601 with an explicit offset. `,` before the fraction is dmesg's; `+0000` is journalctl's.
-_ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(Z|z|[+-]\d\d:?\d\d)")
+# (Every number in ASCII digits, as the programs write them: `\d` would take the digits of every script.)
+_ISO = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[T ]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:[.,]([0-9]{1,9}))?"
+    r"(Z|z|[+-][0-9]{2}:?[0-9]{2})"
+)
 _ISO_AT_START = re.compile(_ISO.pattern + r"(?=\s)")
 # RFC 5424: <PRI>VERSION SP TIMESTAMP SP HOSTNAME SP APP-NAME SP PROCID SP MSGID SP SD [SP MSG]
-_RFC5424 = re.compile(r"<\d{1,3}>1 (\S+) (\S+) (\S+) \S+ \S+ (-|(?:\[(?:[^\]\\]|\\.)*\])+)(?: (.*))?$", re.DOTALL)
-_RFC5424_START = re.compile(r"<\d{1,3}>1 ")
+_RFC5424 = re.compile(r"<[0-9]{1,3}>1 (\S+) (\S+) (\S+) \S+ \S+ (-|(?:\[(?:[^\]\\]|\\.)*\])+)(?: (.*))?$", re.DOTALL)
+_RFC5424_START = re.compile(r"<[0-9]{1,3}>1 ")
 # RFC 3164 and journalctl short/short-precise: `Mmm dd hh:mm:ss[.ffffff] ` (an optional <PRI> first), no year, no zone.
 _BSD = re.compile(
-    r"(?:<\d{1,3}>)?(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) ([ \d]?\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))? "
+    r"(?:<[0-9]{1,3}>)?(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) ([ 0-9]?[0-9]) "
+    r"([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,9}))? "
 )
 # `dmesg -T`: `[Wed Sep  9 11:58:12 2026] `: a year, no zone.
 _DMESG_T = re.compile(
-    r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d\d?) "
-    r"(\d\d):(\d\d):(\d\d) (\d{4})\] ?"
+    r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +([0-9][0-9]?) "
+    r"([0-9]{2}):([0-9]{2}):([0-9]{2}) ([0-9]{4})\] ?"
 )
 # `dmesg --decode` puts `facility:level:` first (util-linux: padded with spaces, e.g. `kern  :warn  : `).
 _DECODE = re.compile(
@@ -39,11 +44,11 @@ _DECODE = re.compile(
 )
 # `HOST TAG: message` after the timestamp. A tag has no inner colon, which keeps dmesg lines such as
 # `pcieport 0000:00:01.0: AER: ...` from being read as host + tag.
-_HOST_TAG = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*) ([A-Za-z0-9_./-]+)(?:\[\d+\])?:(?: (.*))?$", re.DOTALL)
+_HOST_TAG = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*) ([A-Za-z0-9_./-]+)(?:\[[0-9]+\])?:(?: (.*))?$", re.DOTALL)
 # `journalctl --no-hostname` and similar: the tag alone.
 _KERNEL_TAG_ONLY = re.compile(r"kernel:(?: (.*))?$", re.DOTALL)
 # The kernel's own stamp inside a syslog line (`[679160.239013] `), and the caller id of newer kernels (`[ T1946] `).
-_MONO = re.compile(r"\[ *(\d+\.\d+)\] (?:\[ *[TC]\d+\] )?")
+_MONO = re.compile(r"\[ *([0-9]+\.[0-9]+)\] (?:\[ *[TC][0-9]+\] )?")
 _MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), start=1)}
 #: rsyslog writes a newline inside a message as `#012` (its control-character escape)
 _RSYSLOG_NEWLINE = "#012"

@@ -54,7 +54,7 @@ DEFAULT_COMBINED = ("kern.log", "kernel.log", "syslog", "messages", "all.log")
 
 
 # `<base>` with an optional rotation suffix: `.N`, `-YYYYMMDD` (logrotate dateext), then `.gz`.
-_ROTATED = re.compile(r"^(?P<base>.+?)(?:\.(?P<num>\d+)|-(?P<date>\d{8}))?(?P<gz>\.gz)?$")
+_ROTATED = re.compile(r"^(?P<base>.+?)(?:\.(?P<num>[0-9]+)|-(?P<date>[0-9]{8}))?(?P<gz>\.gz)?$")
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ CHECK_EVERY = 256
 #: before is not looked for (it only shows that the node's journal reaches back before the window)
 MAX_SAME_TIME = 4096
 #: the kernel's `[seconds]` stamp (and a `[T<pid>]` caller id) at the start of a message, as parse.py reads it
-_MESSAGE_STAMP = re.compile(r"\[( *\d+\.\d+)\] (?:\[ *[TC]\d+\] )?")
+_MESSAGE_STAMP = re.compile(r"\[( *[0-9]+\.[0-9]+)\] (?:\[ *[TC][0-9]+\] )?")
 #: a journal file, current, archived (`name@...journal`) or left dirty (`.journal~`)
 SUFFIXES = (".journal", ".journal~")
 #: how systemd-journal-remote starts the name of the file of one sender (`--split-mode=host`)
