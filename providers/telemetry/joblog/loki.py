@@ -182,8 +182,8 @@ def _second(seconds: int) -> str:
     return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
-#: `000` to `999`: a stamp's microseconds written as two of them (`f"{x:06d}"` took 0.3 us a line, a twentieth of a
-#: Loki line's parse; the table 0.1 us)
+#: `000` to `999`: a stamp's microseconds written as two of them (`f"{x:06d}"` took 0.33 us a line, a twentieth of a
+#: Loki line's parse; the table and its two divisions 0.18 us)
 _DIGITS = tuple(f"{i:03d}" for i in range(1000))
 
 
