@@ -2,8 +2,9 @@
 
 `str.isdigit` is true for `²` and `④`, which `int` refuses; `int` and a `str` pattern's `\\d` take the decimal digits of
 every script (`٧٩` is 79); `int` refuses more than 4,300 digits. A job-log, kernel-log or journal line holding such a
-number made the request fail (its kernel findings with it), or a line no driver wrote was read as its Xid. Each case
-is asked of the service through the Flask test client, beside the same line with the program's own digits.
+number made the request fail (its kernel findings with it), or a line no driver wrote was read as its Xid. Most cases
+are asked of the service through the Flask test client, beside the same line with the program's own digits; the
+sweeps over every job-log line and the fields a reader checks on its own are asked of the reader.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def test_an_nccl_device_in_other_digits_is_not_read_and_the_answer_stands(tmp_pa
 @pytest.mark.parametrize("tasks", ["\u00b2", "0-\u00b2", "\u00b2-3", LONG, "0-" + LONG])
 def test_an_srun_task_list_in_other_digits_names_no_rank(tmp_path: Path, tasks: str) -> None:
     # srun's line for the tasks of a node that exited: a task list it cannot have written is read as one naming no
-    # task, as a word there is (`task x`), not as a failed request.
+    # task, as a word there is (`task x`).
     nodes = ["node-a", "node-b"]
     line = "srun: error: node-a: task {}: Exited with exit code 1"
     body = _ask(tmp_path / "other", nodes, {"node-a": [line.format(tasks)]})
