@@ -194,8 +194,9 @@ def test_an_entry_time_that_is_not_lokis_is_an_unreadable_answer_and_loses_no_ke
     dirs: tuple[str, str], ts: str
 ) -> None:
     # Loki writes an entry's time as the nanoseconds of a signed 64-bit integer in ASCII digits. An answer with
-    # another (past year 2262, a digit `int` refuses or one it reads, more digits than `int` reads) made the
-    # provider fail and its kernel finding with it; it is now a job-log answer that cannot be read.
+    # another made the provider fail and its kernel finding with it (past year 2262, a digit `int` refuses, more
+    # digits than `int` reads) or was read as a time no Loki wrote (`١٢`: 12 ns after 1970); it is now a job-log
+    # answer that cannot be read.
     Path(dirs[0], "gpu-1.log").write_text(
         "2026-09-09T11:59:00.000000+00:00 gpu-1 kernel: [1000.000000] NVRM: Xid (PCI:0000:91:00): 79, "
         "pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
