@@ -134,9 +134,10 @@ def test_no_job_log_line_with_other_digits_stops_the_reader(digit: str) -> None:
 # ---------------------------------------------------------------- kernel logs
 
 
-def test_an_xid_code_in_other_digits_or_of_thousands_of_digits_is_no_xid(tmp_path: Path) -> None:
+def test_an_xid_code_in_other_digits_or_of_thousands_of_digits_is_an_xid_not_understood(tmp_path: Path) -> None:
     # The driver writes an Xid's code in ASCII digits. `79` in Arabic-Indic digits was read as Xid 79 (a GPU off the
     # bus: the node taken out of service on a line no driver wrote); a code of 5,000 digits made the request fail.
+    # Such a line is an Xid not understood: said, and its node not called clean.
     def line(code: str) -> str:
         return rsyslog(T0 + timedelta(minutes=1), "gpu-1", xid(79).replace(": 79,", f": {code},"))
 
@@ -145,7 +146,19 @@ def test_an_xid_code_in_other_digits_or_of_thousands_of_digits_is_no_xid(tmp_pat
     for k, code in enumerate(["\u0667\u0669", "\uff17\uff19", "\u00b2", LONG]):
         body = _ask(tmp_path / str(k), ["gpu-1", "gpu-2"], kernel={"gpu-1": [line(code)]})
         assert body["attributions"] == [], code[:4]
-        assert "error" not in body and [t["name"] for t in body["unattributed_targets"]] == ["gpu-1", "gpu-2"]
+        assert [t["name"] for t in body["unattributed_targets"]] == ["gpu-2"]
+        assert body["error"] == {"type": "insufficient_telemetry", "message": (
+            "an Xid or SXid the catalogue does not know, or whose line it cannot decode, was seen: Xid of a code that "
+            "cannot be read (1 time)")}
+
+
+def test_an_sxid_code_that_cannot_be_read_is_an_sxid_not_understood(tmp_path: Path) -> None:
+    # An NVSwitch SXid line (rsyslog-sxid.log's) whose code is in other digits: no SXid 24007, and not silence either.
+    line = (f"{(T0 + timedelta(minutes=1)).isoformat()} gpu-1 kernel: [ 1108.858286] nvidia-nvswitch0: SXid "
+            "(PCI:0000:c3:00.0): \u0662\u0664\u0660\u0660\u0667, Fatal, Link 28 sourcetrack timeout error (First)")
+    body = _ask(tmp_path, ["gpu-1", "gpu-2"], kernel={"gpu-1": [line]})
+    assert body["attributions"] == [] and [t["name"] for t in body["unattributed_targets"]] == ["gpu-2"]
+    assert body["error"]["message"].endswith("was seen: SXid of a code that cannot be read (1 time)")
 
 
 @pytest.mark.parametrize("stamp", ["\u00b2", "\u0661\u0667\u0668\u0668", LONG])

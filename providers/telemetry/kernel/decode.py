@@ -54,9 +54,12 @@ from providers.telemetry.kernel.parse import Record
 #: this close to it (the driver writes a record's lines within milliseconds); a later one is decided on its own
 SXID_CONTINUATION = timedelta(seconds=1)
 # The driver writes a code in ASCII digits: a code of other digits (which `\d` and `int` take) or of more digits than
-# any code has is not an Xid line of the driver's (and `int` refuses more than 4,300 digits)
+# any code has is not read as a code (and `int` refuses more than 4,300 digits)
 _XID = re.compile(r"\bNVRM: Xid \(([^)]*)\): ([0-9]{1,10})\b,?\s*(.*)", re.DOTALL)
 _SXID = re.compile(r"\bSXid \(PCI:([^)]*)\): ([0-9]{1,10})\b,?\s*(.*)", re.DOTALL)
+#: an Xid or SXid line whose code is not read (`_XID`, `_SXID` take no other): an event not understood
+_XID_UNREAD = re.compile(r"\bNVRM: Xid \(([^)]*)\): ")
+_SXID_UNREAD = re.compile(r"\bSXid \(PCI:([^)]*)\): ")
 _SXID_SEVERITY = re.compile(r"(Fatal|Non-fatal)\b", re.IGNORECASE)
 _OFF_BUS = re.compile(r"\bNVRM: GPU (?:at )?(?:PCI:)?([0-9a-fA-F:.]+):? (?:GPU )?has fallen off the bus")
 _OFF_BUS_PROBE = re.compile(r"\bfallen off the bus and is not responding to commands")
@@ -301,6 +304,11 @@ class _HostDecoder:
             code = int(m.group(2))
             decision = decode_sxid(self.cat, code, m.group(3))
             return self._event(record, "sxid", code, decision, _device(m.group(1)), f"SXid {code}")
+        for kind, unread in (("xid", _XID_UNREAD), ("sxid", _SXID_UNREAD)):
+            m = unread.search(first)
+            if m is not None:  # said as not understood, never guessed
+                label = f"{'Xid' if kind == 'xid' else 'SXid'} of a code that cannot be read"
+                return self._event(record, kind, None, _UNKNOWN, _device(m.group(1)), label)
         text = record.text
         if _OFF_BUS_PROBE.search(text):
             return self._probe_off_bus(record, text)
