@@ -10,10 +10,8 @@ from __future__ import annotations
 
 
 def number(text: str, most: int) -> int | None:
-    """`text` as a whole number when it is 1 to `most` ASCII digits, else None."""
-    if not 0 < len(text) <= most or not text.isascii() or not text.isdigit():
-        return None
-    return int(text)
+    """`text` as a whole number when it is 1 to `most` ASCII digits (`is_number`), else None."""
+    return int(text) if is_number(text, most) else None
 
 
 def signed_number(text: str, most: int) -> int | None:

@@ -51,6 +51,7 @@ from providers.base import (
     SourceFailure,
     TraceContext,
 )
+from providers.telemetry.digits import number
 from providers.telemetry.joblog import MAX_LINE_CHARS, NodeLog, ReadLimits
 from providers.telemetry.joblog.lines import NodeParser
 from providers.telemetry.joblog.markers import markers
@@ -592,13 +593,13 @@ class LokiJobLogSource:
             metric = series.get("metric") if isinstance(series, dict) else None
             if not isinstance(metric, dict):
                 raise unreadable
-            host, rank = metric.get(self.host_label), metric.get(RANK_LABEL)
-            if (not isinstance(host, str) or not isinstance(rank, str) or not rank.isascii() or not rank.isdigit()
-                    or len(rank) > 9):
-                continue  # (`isdigit` alone takes digits `int` refuses, such as `²`)
+            host, label = metric.get(self.host_label), metric.get(RANK_LABEL)
+            rank = number(label, 9) if isinstance(label, str) else None
+            if not isinstance(host, str) or rank is None:
+                continue
             node = resolve(host)
             if node is not None:
-                out.append((node, int(rank), host))
+                out.append((node, rank, host))
         return out
 
     def _last_line(

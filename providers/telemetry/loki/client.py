@@ -33,6 +33,7 @@ from urllib3.util.retry import Retry
 from urllib3.util.timeout import Timeout
 
 from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, SourceFailure
+from providers.telemetry.digits import number
 
 #: the largest answer body read for one page; a Loki that sends more is answering something else
 MAX_PAGE_BYTES = 32 * 1024 * 1024
@@ -308,11 +309,8 @@ def read_entries(body: Any, host_label: str, source: str = SOURCE) -> tuple[list
             # Loki's time is a count of nanoseconds in a signed 64-bit integer, written in ASCII digits: anything
             # else (other digits, which `int` reads or refuses, or more than MAX_NS, past what a time can hold)
             # is no Loki entry
-            if (not isinstance(ts_text, str) or not isinstance(line, str) or not ts_text.isascii()
-                    or not ts_text.isdigit() or len(ts_text) > _NS_DIGITS):
-                raise unreadable
-            ts = int(ts_text)
-            if ts > MAX_NS:
+            ts = number(ts_text, _NS_DIGITS) if isinstance(ts_text, str) else None
+            if ts is None or ts > MAX_NS or not isinstance(line, str):
                 raise unreadable
             total += 1
             if isinstance(host, str):
