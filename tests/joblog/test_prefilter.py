@@ -310,6 +310,8 @@ def _loki(lines: list[str]) -> list[str]:
 @pytest.mark.parametrize(("variant", "at_once"), [
     (lambda lines: lines, True),
     (lambda lines: [*lines[:6], "2026-09-09T11:58:06.5+00:00 " + lines[6][28:], *lines[7:]], True),  # another time
+    (lambda lines: [*lines[:6], "2026-13-09" + lines[6][10:], *lines[7:]], True),  # in Loki's shape, no real time
+    (lambda lines: [*lines[:6], lines[6][:27] + "  " + lines[6][28:], *lines[7:]], True),  # two blanks after it
     (lambda lines: [*lines[:6], lines[6][:28] + "stderr " + lines[6][28:], *lines[7:]], False),  # a stream
     (lambda lines: [*lines[:6], lines[6][:28] + "node-a stdout F" + lines[6][28:], *lines[7:]], False),  # CRI
     (lambda lines: [*lines[:6], lines[6][28:], *lines[7:]], False),  # a line without a time

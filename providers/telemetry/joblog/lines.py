@@ -94,7 +94,9 @@ class _ElasticEntry:
 
 
 #: the collector's time of a line: a `_TS` match, parsed only when the line becomes evidence; a parsed time; or None
-_Stamp = re.Match[str] | datetime | None
+#: a line's collector time: a match of `STAMP`, Loki's time as its text (`LOKI_STAMP` characters, `summary`), parsed
+#: (`_observed`) only for a line that becomes evidence; or already parsed
+_Stamp = re.Match[str] | str | datetime | None
 #: a line taken apart: (text to show, content after collector prefixes, its collector time)
 _Split = tuple[str, str, _Stamp]
 
@@ -132,7 +134,9 @@ def _found_hits(found: tuple[int, ...]) -> Hits:
 
 
 def _observed(stamp: _Stamp) -> datetime | None:
-    return stamp if stamp is None or isinstance(stamp, datetime) else parse_stamp(stamp)
+    if stamp is None or isinstance(stamp, datetime):
+        return stamp
+    return stamp_time(stamp) if isinstance(stamp, str) else parse_stamp(stamp)
 
 
 class NodeParser:
@@ -288,18 +292,25 @@ class NodeParser:
         the lines are then fed."""
         if self.in_block or self._pending_desync or len(lines) > MAX_BLOCK_LINES:
             return False
-        stamps: list[re.Match[str] | None] = [None] * len(lines)
+        stamps: list[_Stamp] = [None] * len(lines)
         bodies = lines
         if stamped:
-            bodies = []
             text = "\n".join(lines)
             cri = " stdout " in text or " stderr " in text  # else no line can be in CRI's shape (`_cri`)
-            for i, line in enumerate(lines):
-                stamp = STAMP.match(line)
-                if stamp is None or stamp.group("stream") or (cri and _cri(line, stamp) is not None):
-                    return False
-                stamps[i] = stamp
-                bodies.append(line[stamp.end() :])  # what `_split` leaves of it, the checks below holding
+            if not cri and _LOKI_LINES.fullmatch(text):
+                # Every line is Loki's time, a blank and the rest (the Loki source's shape): `STAMP` takes the time
+                # and the blank, no stream's word can follow (none is in the text), so each body is the rest and each
+                # time its first LOKI_STAMP characters, parsed only for a line that becomes evidence.
+                stamps = [line[:LOKI_STAMP] for line in lines]
+                bodies = [line[LOKI_STAMP + 1 :] for line in lines]
+            else:
+                bodies = []
+                for i, line in enumerate(lines):
+                    stamp = STAMP.match(line)
+                    if stamp is None or stamp.group("stream") or (cri and _cri(line, stamp) is not None):
+                        return False
+                    stamps[i] = stamp
+                    bodies.append(line[stamp.end() :])  # what `_split` leaves of it, the checks below holding
         joined = "\n" + "\n".join(bodies)  # a newline before each line: its start is searched for as a literal
         if (
             not joined.isascii()
@@ -325,7 +336,7 @@ class NodeParser:
                 self._elastic(body)
         return True
 
-    def _root_cause_only(self, lines: list[str], stamps: list[re.Match[str] | None], root: re.Match[str]) -> None:
+    def _root_cause_only(self, lines: list[str], stamps: list[_Stamp], root: re.Match[str]) -> None:
         """`summary` for a summary in torchelastic's own template with no other failure (`_ROOT_CAUSE_ONLY`): what
         its lines' steps give, at once. The entry's line and its six fields' are its evidence; the summary is closed."""
         base = self._number
@@ -791,6 +802,11 @@ def _cri(text: str, stamped: re.Match[str]) -> tuple[int, str, str] | None:
     return (m.end(), m.group("stream"), m.group("flag")) if m else None
 
 
+#: lines joined by newlines, each Loki's time as the Loki source writes it (`loki._stamp`), a blank and the rest
+_LOKI_LINES = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z [^\n]*+"
+    r"(?:\n[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z [^\n]*+)*"
+)
 #: texts that make a summary line more than a summary line (`NodeParser.summary`): a rank prefix, a process-group
 #: marker, a torchrun role prefix
 _NOT_SUMMARY = ("[rank", "[PG ", "[Rank ")
