@@ -28,13 +28,17 @@ COPY app/ /app/app/
 COPY schemas/ /app/schemas/
 COPY providers/ /app/providers/
 COPY conf/gunicorn.conf.py /app/conf/
-# The service's compiled parts (setup.py: the job-log reader's gap pass, the kernel-log block's stamp facts) built
-# beside their sources in /app against the base's Python, with the setuptools of requirements-build.txt in a virtual
-# environment of its own that the runtime never sees (its intermediate files under /build); a C compiler is installed
-# for this stage only, where the base has none (the slim image has the Python headers).
+# The service's compiled parts (setup.py: the job-log reader's gap pass, the kernel-log block's stamp facts, the
+# literal search) built beside their sources in /app against the base's Python, with the setuptools of
+# requirements-build.txt in a virtual environment of its own that the runtime never sees (its intermediate files under
+# /build); a C compiler and the literal search's library with its headers (Debian's Vectorscan, libvectorscan-dev)
+# are installed for this stage only, where the base has none (the slim image has the Python headers).
 COPY requirements-build.txt setup.py /build/
-RUN if ! command -v cc >/dev/null; then \
-        apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev && rm -rf /var/lib/apt/lists/*; \
+RUN missing=""; \
+    command -v cc >/dev/null || missing="gcc libc6-dev"; \
+    [ -e /usr/include/hs/hs.h ] || missing="$missing libvectorscan-dev"; \
+    if [ -n "$missing" ]; then \
+        apt-get update && apt-get install -y --no-install-recommends $missing && rm -rf /var/lib/apt/lists/*; \
     fi \
  && python -m venv /opt/build \
  && /opt/build/bin/pip install --no-deps -r /build/requirements-build.txt \
@@ -45,6 +49,11 @@ RUN /opt/venv/bin/python -m compileall -q /app /opt/venv
 
 # ---------------------------------------------------------------- runtime
 FROM ${PYTHON_IMAGE}
+
+# The library the literal search's compiled part links with (Debian's Vectorscan: libhs.so.5), where the base has none.
+RUN if ! ldconfig -p | grep -q 'libhs\.so\.5 '; then \
+        apt-get update && apt-get install -y --no-install-recommends libvectorscan5 && rm -rf /var/lib/apt/lists/*; \
+    fi
 
 # A fixed, numeric, unprivileged user: Kubernetes' runAsNonRoot can only verify a numeric USER, and the
 # Deployment's runAsUser is the same 10001.

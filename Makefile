@@ -13,13 +13,15 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-build.txt
 	touch $(STAMP)
 
 ## The compiled parts (setup.py: the job-log reader's candidate lines, gap pass and watchdog lines, the kernel-log
-## block's stamp facts), built in place beside their sources with the C compiler and the Python headers of the
-## machine; made again when a source changes.
+## block's stamp facts, the literal search), built in place beside their sources with the C compiler and the Python
+## headers of the machine, the literal search against Debian's Vectorscan (libvectorscan-dev); made again when a
+## source changes.
 COMPILED_SOURCES := providers/telemetry/joblog/_candidates.c \
 	providers/telemetry/joblog/_gaps.c providers/telemetry/joblog/_kind_lines.c \
-	providers/telemetry/kernel/sources/_stamps.c
+	providers/telemetry/kernel/sources/_stamps.c providers/telemetry/_literals.c
 COMPILED := $(VENV)/.built-compiled
 $(COMPILED): setup.py $(COMPILED_SOURCES)
+	@[ -e /usr/include/hs/hs.h ] || { echo "make: the literal search builds against Vectorscan's libhs (Debian: apt-get install libvectorscan-dev)" >&2; exit 1; }
 	$(PY) setup.py -q build_ext --inplace
 	touch $@
 

@@ -1,7 +1,8 @@
 """The compiled parts of the service: the job-log reader's candidate lines (providers/telemetry/joblog/_candidates.c),
 gap pass (providers/telemetry/joblog/_gaps.c) and reading of PyTorch's watchdog and progress lines
-(providers/telemetry/joblog/_kind_lines.c), and the kernel-log block's stamp facts
-(providers/telemetry/kernel/sources/_stamps.c).
+(providers/telemetry/joblog/_kind_lines.c), the kernel-log block's stamp facts
+(providers/telemetry/kernel/sources/_stamps.c), and the literal search both readers scan with
+(providers/telemetry/_literals.c), linked with Vectorscan's libhs (Debian: libvectorscan-dev to build it).
 
 Everything else is in pyproject.toml. `make venv` builds them in place for a checkout (`setup.py build_ext
 --inplace`); `pip install .` and the image build them as well.
@@ -15,11 +16,19 @@ SOURCES = (
     "providers/telemetry/joblog/_candidates.c",
     "providers/telemetry/joblog/_kind_lines.c",
     "providers/telemetry/kernel/sources/_stamps.c",
+    "providers/telemetry/_literals.c",
 )
+#: the libraries a part links with: the literal search's Vectorscan (Debian: libvectorscan-dev to build)
+LIBRARIES = {"providers/telemetry/_literals.c": ["hs"]}
 
 setup(
     ext_modules=[
-        Extension(source.removesuffix(".c").replace("/", "."), [source], extra_compile_args=["-O3", "-Wall", "-Wextra"])
+        Extension(
+            source.removesuffix(".c").replace("/", "."),
+            [source],
+            extra_compile_args=["-O3", "-Wall", "-Wextra"],
+            libraries=LIBRARIES.get(source, []),
+        )
         for source in SOURCES
     ]
 )

@@ -9,8 +9,9 @@ expects of its base and this one provides:
   /usr/bin/python;
 - the `venv` module with pip (`python3-venv`), and `groupadd`/`useradd` (in every Debian base);
 - the Python headers the compiled parts are built with (the official image has them in /usr/local/include):
-  `libpython3.11-dev`; and a C compiler (`gcc`, `libc6-dev`), which the Dockerfile's build stage installs with
-  apt-get where its base has none (here the base has it, so the build needs no Debian mirror);
+  `libpython3.11-dev`; a C compiler (`gcc`, `libc6-dev`) and the literal search's library (`libvectorscan-dev`,
+  which brings the runtime's `libvectorscan5`), which the Dockerfile's stages install with apt-get where their base
+  has none (here the base has them, so the build needs no Debian mirror);
 - the certificate authorities the building machine trusts, so that pip reaches PyPI from inside the build exactly
   as it does from the machine (behind a TLS-inspecting proxy too): the machine's CA bundle replaces the base's.
 
@@ -30,7 +31,10 @@ import time
 from pathlib import Path
 
 SUITE = "bookworm"
-PACKAGES = ("python3", "python3-venv", "python-is-python3", "ca-certificates", "libpython3.11-dev", "gcc", "libc6-dev")
+PACKAGES = (
+    "python3", "python3-venv", "python-is-python3", "ca-certificates", "libpython3.11-dev", "gcc", "libc6-dev",
+    "libvectorscan-dev",
+)
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 DEFAULT_CACHE = Path("/var/cache/attribution-adapter")
 #: a cached root filesystem older than this is made again (it then carries the suite's current security updates)

@@ -2,7 +2,7 @@
 and mutated input, no read outside a buffer, no overflow, no undefined behaviour.
 
 setup.py's C sources (the job-log reader's candidate lines, gap pass and reading of watchdog and progress lines, the
-kernel-log block's stamp facts, bisection, repeated `[seconds]` values and a line's stamp) are built
+kernel-log block's stamp facts, bisection, repeated `[seconds]` values and a line's stamp, the literal search) are built
 by setup.py into a temporary folder with `-fsanitize=address,undefined`, and a child process loads them (the sanitizers'
 runtimes preloaded, as an instrumented library needs, and Python's objects each allocated by malloc, so that a read
 past one is seen) and calls each function on seeded random bytes, on valid
@@ -10,7 +10,7 @@ gaps, blocks and lines with bytes flipped, cut or repeated, and on every start a
 reader's input also in a buffer of its own size: a bytes object has a NUL after its end); a sanitizer's
 report ends the child with an error. The functions' answers are compared with Python's in
 tests/joblog/test_candidates.py, tests/joblog/test_gaps.py, tests/joblog/test_kind_lines.py and
-tests/telemetry/test_stamp_facts.py; here only their memory safety is.
+tests/telemetry/test_stamp_facts.py, tests/telemetry/test_literals.py; here only their memory safety is.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ CHILD = textwrap.dedent(
     stamps = load("providers.telemetry.kernel.sources._stamps", sys.argv[2])
     kinds = load("providers.telemetry.joblog._kind_lines", sys.argv[3])
     candidates = load("providers.telemetry.joblog._candidates", sys.argv[4])
+    literals = load("providers.telemetry._literals", sys.argv[5])
     lengths = tuple(range(1, 9))
     deciding = bytes([1, 0, 1, 1, 0, 1, 0, 1])
     rng = random.Random(20261207)
@@ -54,6 +55,9 @@ CHILD = textwrap.dedent(
     )
     pieces = [b"[", b"[rank", b"]:", b"\\n", b"1", b"9" * 12, b"2026-12-07T10:00:00", b".", b" ", b"\\x00", b"\\xff",
               b"Timeout(ms)=", b"T", b"-"]
+    # literal searches of the pieces, of random texts of 1 to 8 bytes (a NUL first among them) and of one byte alone
+    searches = [literals.Search(tuple(pieces)), literals.Search((b"\\x00", b"\\x1b")), literals.Search(tuple(
+        bytes(rng.randrange(256) for _ in range(rng.randrange(1, 9))) for _ in range(40)) + (b"\\x00a", b"a"))]
 
     def mutated(data):
         data = bytearray(data)
@@ -100,6 +104,9 @@ CHILD = textwrap.dedent(
             candidates.lines(own, found, lengths, deciding, rng.randrange(0, 9))
         except ValueError:
             pass
+        for search in searches:
+            search.ends(own)
+            search.ends(data[start:end])
         for watchdog in (True, False):
             kinds.read(own, start, end, rng.randrange(0, 300), watchdog, rng.choice([4096, end - start, 10]))
             kinds.read(own, 0, len(data), len(data), watchdog, 4096)
@@ -143,13 +150,14 @@ def test_the_compiled_parts_read_random_and_mutated_input_without_a_sanitizer_re
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     paths = {".".join(p.relative_to(lib).parts[:-1] + (p.name.split(".")[0],)): p for p in lib.rglob("*.so")}
     assert sorted(paths) == [
-        "providers.telemetry.joblog._candidates", "providers.telemetry.joblog._gaps",
+        "providers.telemetry._literals", "providers.telemetry.joblog._candidates", "providers.telemetry.joblog._gaps",
         "providers.telemetry.joblog._kind_lines", "providers.telemetry.kernel.sources._stamps",
     ]  # fmt: skip
     child = subprocess.run(
         [sys.executable, "-c", CHILD, str(paths["providers.telemetry.joblog._gaps"]),
          str(paths["providers.telemetry.kernel.sources._stamps"]),
-         str(paths["providers.telemetry.joblog._kind_lines"]), str(paths["providers.telemetry.joblog._candidates"])],
+         str(paths["providers.telemetry.joblog._kind_lines"]), str(paths["providers.telemetry.joblog._candidates"]),
+         str(paths["providers.telemetry._literals"])],
         env={
             **os.environ,
             "LD_PRELOAD": f"{_runtime('libasan.so')}:{_runtime('libubsan.so')}",

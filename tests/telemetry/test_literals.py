@@ -1,12 +1,15 @@
-"""The one literal search both rooms use (`providers.telemetry.literals`): every match of every text, as the texts
-are, whatever bytes they hold."""
+"""The one literal search both rooms use (`providers.telemetry.literals`, compiled in `_literals.c`): every match of
+every text, as the texts are, whatever bytes they hold."""
 
 from __future__ import annotations
 
 import threading
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from providers.telemetry.compiled import compiled
 from providers.telemetry.literals import Literals
 
 
@@ -54,7 +57,44 @@ def test_no_text_or_an_empty_one_is_refused() -> None:
             Literals(words)
 
 
-def test_threads_scan_at_once_each_with_its_own_scratch() -> None:
+#: a small alphabet, so that texts overlap, repeat, share starts and ends, and hold bytes every syntax treats apart
+_BYTES = st.sampled_from(["a", "b", "\n", "\x00", "\x1b", ".", "*", "\\", "(", "[", "\u00e9"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.text(_BYTES, min_size=1, max_size=4), min_size=1, max_size=8),
+    st.text(_BYTES, max_size=300),
+)
+def test_any_texts_in_any_data_give_every_match_as_bytes_find_finds_it(words: list[str], text: str) -> None:
+    data = text.encode()
+    assert Literals(words).ends(data) == _every_match(words, data)
+    assert Literals(words).ends(bytearray(data)) == _every_match(words, data)  # any buffer
+
+
+def test_a_buffer_of_many_matches_gives_them_all() -> None:
+    words = ["a", "aa", "aaa", "ab"]
+    data = b"a" * 200_000 + b"b"
+    found = Literals(words).ends(data)
+    assert len(found) == 200_000 + 199_999 + 199_998 + 1
+    assert found == _every_match(words, data)
+
+
+def test_the_compiled_search_refuses_what_is_no_text() -> None:
+    search = compiled("providers.telemetry._literals").Search
+    with pytest.raises(ValueError, match="none of them empty"):
+        search(())
+    with pytest.raises(ValueError, match="none of them empty"):
+        search((b"NVRM", b""))
+    with pytest.raises(TypeError, match="bytes"):
+        search((b"NVRM", "SXid"))
+    with pytest.raises(TypeError):
+        search([b"NVRM"])  # a tuple of texts
+    with pytest.raises(TypeError):
+        search((b"NVRM",)).ends("not a buffer")
+
+
+def test_threads_scan_at_once() -> None:
     search = Literals(["NVRM", "SXid"])
     data = b"NVRM SXid\n" * 2000
     want = _every_match(["NVRM", "SXid"], data)
