@@ -1,6 +1,7 @@
 """The compiled parts of the service: the job-log reader's candidate lines (providers/telemetry/joblog/_candidates.c),
 gap pass (providers/telemetry/joblog/_gaps.c) and reading of PyTorch's watchdog and progress lines
-(providers/telemetry/joblog/_kind_lines.c), the kernel-log block's stamp facts
+(providers/telemetry/joblog/_kind_lines.c), the Loki source's buffer of a node's entries
+(providers/telemetry/joblog/_loki_buffer.c), the kernel-log block's stamp facts
 (providers/telemetry/kernel/sources/_stamps.c), and the literal search both readers scan with
 (providers/telemetry/_literals.c), linked with Vectorscan's libhs (Debian: libvectorscan-dev to build it).
 
@@ -15,6 +16,7 @@ SOURCES = (
     "providers/telemetry/joblog/_gaps.c",
     "providers/telemetry/joblog/_candidates.c",
     "providers/telemetry/joblog/_kind_lines.c",
+    "providers/telemetry/joblog/_loki_buffer.c",
     "providers/telemetry/kernel/sources/_stamps.c",
     "providers/telemetry/_literals.c",
 )

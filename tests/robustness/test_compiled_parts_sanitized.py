@@ -2,15 +2,17 @@
 and mutated input, no read outside a buffer, no overflow, no undefined behaviour.
 
 setup.py's C sources (the job-log reader's candidate lines, gap pass and reading of watchdog and progress lines, the
-kernel-log block's stamp facts, bisection, repeated `[seconds]` values and a line's stamp, the literal search) are built
+kernel-log block's stamp facts, bisection, repeated `[seconds]` values and a line's stamp, the literal search, the Loki
+source's buffer of a node's entries) are built
 by setup.py into a temporary folder with `-fsanitize=address,undefined`, and a child process loads them (the sanitizers'
 runtimes preloaded, as an instrumented library needs, and Python's objects each allocated by malloc, so that a read
 past one is seen) and calls each function on seeded random bytes, on valid
 gaps, blocks and lines with bytes flipped, cut or repeated, and on every start and end of short inputs (the line
 reader's input also in a buffer of its own size: a bytes object has a NUL after its end); a sanitizer's
 report ends the child with an error. The functions' answers are compared with Python's in
-tests/joblog/test_candidates.py, tests/joblog/test_gaps.py, tests/joblog/test_kind_lines.py and
-tests/telemetry/test_stamp_facts.py, tests/telemetry/test_literals.py; here only their memory safety is.
+tests/joblog/test_candidates.py, tests/joblog/test_gaps.py, tests/joblog/test_kind_lines.py,
+tests/telemetry/test_stamp_facts.py, tests/telemetry/test_literals.py and tests/telemetry/test_loki_job_buffer.py; here
+only their memory safety is.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ CHILD = textwrap.dedent(
     kinds = load("providers.telemetry.joblog._kind_lines", sys.argv[3])
     candidates = load("providers.telemetry.joblog._candidates", sys.argv[4])
     literals = load("providers.telemetry._literals", sys.argv[5])
+    loki_buffer = load("providers.telemetry.joblog._loki_buffer", sys.argv[6])
     lengths = tuple(range(1, 9))
     deciding = bytes([1, 0, 1, 1, 0, 1, 0, 1])
     rng = random.Random(20261207)
@@ -107,6 +110,10 @@ CHILD = textwrap.dedent(
         for search in searches:
             search.ends(own)
             search.ends(data[start:end])
+        # a node's Loki entries: any times a Loki answer may hold, lines of any text (newlines, other scripts)
+        text = data.decode("utf-8", "replace")
+        loki_buffer.joined([(rng.choice([0, 2**63 - 1, rng.randrange(2**63)]),
+                             text[rng.randrange(len(text) + 1) :][: rng.randrange(80)]) for _ in range(3)])
         for watchdog in (True, False):
             kinds.read(own, start, end, rng.randrange(0, 300), watchdog, rng.choice([4096, end - start, 10]))
             kinds.read(own, 0, len(data), len(data), watchdog, 4096)
@@ -151,13 +158,14 @@ def test_the_compiled_parts_read_random_and_mutated_input_without_a_sanitizer_re
     paths = {".".join(p.relative_to(lib).parts[:-1] + (p.name.split(".")[0],)): p for p in lib.rglob("*.so")}
     assert sorted(paths) == [
         "providers.telemetry._literals", "providers.telemetry.joblog._candidates", "providers.telemetry.joblog._gaps",
-        "providers.telemetry.joblog._kind_lines", "providers.telemetry.kernel.sources._stamps",
+        "providers.telemetry.joblog._kind_lines", "providers.telemetry.joblog._loki_buffer",
+        "providers.telemetry.kernel.sources._stamps",
     ]  # fmt: skip
     child = subprocess.run(
         [sys.executable, "-c", CHILD, str(paths["providers.telemetry.joblog._gaps"]),
          str(paths["providers.telemetry.kernel.sources._stamps"]),
          str(paths["providers.telemetry.joblog._kind_lines"]), str(paths["providers.telemetry.joblog._candidates"]),
-         str(paths["providers.telemetry._literals"])],
+         str(paths["providers.telemetry._literals"]), str(paths["providers.telemetry.joblog._loki_buffer"])],
         env={
             **os.environ,
             "LD_PRELOAD": f"{_runtime('libasan.so')}:{_runtime('libubsan.so')}",

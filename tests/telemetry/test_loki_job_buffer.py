@@ -65,3 +65,47 @@ def test_lokis_time_is_written_as_the_calendar_writes_it(ns: int) -> None:
     expected = datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{micro:06d}Z"
     assert _stamp(ns) == expected
     assert _joined([(ns, "a line")]) == f"{expected} a line".encode()
+
+
+def _joined_in_python(entries: list[tuple[int, str]]) -> bytes:
+    """What the compiled `_joined` writes, in Python: each line behind `_stamp` and a blank, joined by newlines, a
+    newline inside a line written U+FFFD."""
+    return "\n".join(f"{_stamp(ns)} {line.replace(chr(10), chr(0xFFFD))}" for ns, line in entries).encode("utf-8")
+
+
+_LINE = st.text(st.sampled_from(["a", " ", "\n", "\r", "\x00", "\u00e9", "\u20ac", "\U0001f600", "\ufffd", "["]),
+                max_size=40)
+
+
+@settings(max_examples=1000)
+@given(st.lists(st.tuples(st.integers(0, MAX_NS), _LINE), max_size=12))
+def test_the_buffer_is_the_lines_behind_their_times_as_written_in_python(entries: list[tuple[int, str]]) -> None:
+    assert _joined(entries) == _joined_in_python(entries)
+
+
+@pytest.mark.parametrize(("ns", "stamp"), [
+    (0, "1970-01-01T00:00:00.000000Z"),
+    (999, "1970-01-01T00:00:00.000000Z"),  # nanoseconds cut, not rounded
+    (951_782_400 * 10**9 - 1, "2000-02-28T23:59:59.999999Z"),
+    (951_782_400 * 10**9, "2000-02-29T00:00:00.000000Z"),  # 2000 is a leap year
+    (4_107_542_400 * 10**9, "2100-03-01T00:00:00.000000Z"),  # 2100 is not
+    (MAX_NS, "2262-04-11T23:47:16.854775Z"),
+])
+def test_lokis_time_at_the_calendars_edges(ns: int, stamp: str) -> None:
+    assert _joined([(ns, "x")]) == f"{stamp} x".encode()
+    assert _stamp(ns) == stamp
+
+
+def test_a_buffer_of_no_entry_is_empty_and_what_is_no_entry_is_refused() -> None:
+    assert _joined([]) == b""
+    for entries, error in [
+        (((1, "x"),), TypeError),  # a list
+        ([(1, "x", "y")], TypeError),
+        ([("1", "x")], TypeError),
+        ([(1, b"x")], TypeError),
+        ([(-1, "x")], ValueError),
+        ([(MAX_NS + 1, "x")], ValueError),
+        ([(1, "a lone surrogate \ud800")], UnicodeEncodeError),
+    ]:
+        with pytest.raises(error):
+            _joined(entries)  # type: ignore[arg-type]

@@ -51,6 +51,7 @@ from providers.base import (
     SourceFailure,
     TraceContext,
 )
+from providers.telemetry.compiled import compiled
 from providers.telemetry.digits import number
 from providers.telemetry.joblog import MAX_LINE_CHARS, NodeLog, ReadLimits
 from providers.telemetry.joblog.lines import NodeParser
@@ -178,34 +179,18 @@ def keeps(line: str) -> bool:
     return any(m in line for m in markers()) or _ENTRY_HEADER.search(line) is not None
 
 
-@lru_cache(maxsize=4096)
-def _second(seconds: int) -> str:
-    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
-
-
-#: `000` to `999`: a stamp's microseconds written as two of them (`f"{x:06d}"` took 0.33 us a line, a twentieth of a
-#: Loki line's parse; the table and its two divisions 0.18 us)
-_DIGITS = tuple(f"{i:03d}" for i in range(1000))
-
-
 def _stamp(ns: int) -> str:
     """Loki's time as the RFC 3339 stamp (microseconds, UTC) put in front of the line for the parser."""
-    micro = ns // 1000
-    return f"{_second(micro // 1_000_000)}.{_DIGITS[micro // 1000 % 1000]}{_DIGITS[micro % 1000]}Z"
+    seconds, micro = divmod(ns // 1000, 1_000_000)
+    return f"{datetime.fromtimestamp(seconds, tz=UTC):%Y-%m-%dT%H:%M:%S}.{micro:06d}Z"
 
 
-def _joined(entries: list[tuple[int, str]]) -> bytes:
-    """A node's entries, oldest first, as one buffer for the buffer reader (`prefilter.feed_tail`): each line with
-    Loki's time in front of it (`_stamp`, written out here), as the parser reads it. A newline inside a line is what
-    the parser makes of it (a control character, shown as U+FFFD), so that the line stays one. (The answers' JSON
-    decoder refuses lone surrogates, so every line encodes.)"""
-    second, digits = _second, _DIGITS
-    parts = [f"{second(ts // 1_000_000_000)}.{digits[ts // 1_000_000 % 1000]}{digits[ts // 1000 % 1000]}Z {line}"
-             for ts, line in entries]
-    text = "\n".join(parts)
-    if text.count("\n") != len(parts) - 1:
-        text = "\n".join(part.replace("\n", "\ufffd") for part in parts)
-    return text.encode("utf-8")
+#: A node's entries (`[(ns, line), ...]`, oldest first; each time one `client.read_entries` accepts) as one buffer
+#: for the buffer reader (`prefilter.feed_tail`): each line with Loki's time in front of it (`_stamp`), as the parser
+#: reads it, joined by newlines. A newline inside a line is what the parser makes of it (a control character, shown as
+#: U+FFFD), so that the line stays one. (The answers' JSON decoder refuses lone surrogates, so every line encodes.)
+#: Written in C (`_loki_buffer.c`): in Python, 0.85 us a line, about a fifth of a Loki node's parse.
+_joined = compiled("providers.telemetry.joblog._loki_buffer").joined
 
 
 def _prefixed(log: NodeLog | None, rank: int) -> bool:
