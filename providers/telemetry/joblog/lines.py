@@ -146,7 +146,8 @@ class NodeParser:
         self.node = node
         self._resolve = resolve
         self._number = 0
-        self._seen: dict[int, list[Any]] = {}  # rank -> [number of its last line, its text, its stamp, marker only]
+        # rank -> [number of its last line, its text, its stamp, marker only, that line as evidence where it was made]
+        self._seen: dict[int, list[Any]] = {}
         self._current: tuple[str, _Stamp] = ("", None)
         self._current_line: LogLine | None = None
         self._timeouts: list[WatchdogTimeout] = []
@@ -259,12 +260,12 @@ class NodeParser:
             stamp: _Stamp = stamp_time(text[:LOKI_STAMP]) if stamped else None
             current = (text, stamp)
             number += 1
+            line = LogLine(text[:MAX_TEXT], stamp, number)
             entry = seen.get(rank)
             if entry is not None:
-                entry[0], entry[1], entry[2], entry[3] = number, text, stamp, False
+                entry[0], entry[1], entry[2], entry[3], entry[4] = number, text, stamp, False, line
             elif len(seen) < MAX_RECORDS:
-                seen[rank] = [number, text, stamp, False]
-            line = LogLine(text[:MAX_TEXT], stamp, number)
+                seen[rank] = [number, text, stamp, False, line]
             records = timeouts if watchdog else progress
             if len(records) < MAX_RECORDS:
                 found = _group_head(head)
@@ -371,9 +372,9 @@ class NodeParser:
             if entry is None:
                 if len(self._seen) >= MAX_RECORDS:
                     continue
-                self._seen[rank] = [base + index, text, stamp, False]
+                self._seen[rank] = [base + index, text, stamp, False, None]
             else:
-                entry[0], entry[1], entry[2], entry[3] = base + index, text, stamp, False
+                entry[0], entry[1], entry[2], entry[3], entry[4] = base + index, text, stamp, False, None
         self._number = base + lines
         if last_rank is not None:
             self._last_prefixed_rank = last_rank
@@ -393,8 +394,10 @@ class NodeParser:
             node=self.node,
             lines=self._number,
             ranks={
-                rank: RankSighting(LogLine(text[:MAX_TEXT], _observed(stamp), number), marker_only)
-                for rank, (number, text, stamp, marker_only) in self._seen.items()
+                rank: RankSighting(
+                    LogLine(text[:MAX_TEXT], _observed(stamp), number) if line is None else line, marker_only
+                )
+                for rank, (number, text, stamp, marker_only, line) in self._seen.items()
             },
             timeouts=tuple(self._timeouts),
             progress=tuple(self._progress),
@@ -485,18 +488,18 @@ class NodeParser:
         seen = self._seen.get(rank)
         if seen is None:
             if len(self._seen) < MAX_RECORDS:
-                self._seen[rank] = [self._number, text, stamp, False]
+                self._seen[rank] = [self._number, text, stamp, False, None]
         else:
-            seen[0], seen[1], seen[2], seen[3] = self._number, text, stamp, False
+            seen[0], seen[1], seen[2], seen[3], seen[4] = self._number, text, stamp, False, None
 
     def _sighting(self, rank: int, text: str, stamp: _Stamp, marker_only: bool) -> None:
         seen = self._seen.get(rank)
         if seen is None:
             if len(self._seen) >= MAX_RECORDS:
                 return
-            self._seen[rank] = [self._number, text, stamp, marker_only]
+            self._seen[rank] = [self._number, text, stamp, marker_only, None]
         else:
-            seen[0], seen[1], seen[2] = self._number, text, stamp
+            seen[0], seen[1], seen[2], seen[4] = self._number, text, stamp, None
             seen[3] = seen[3] and marker_only
 
     def _keep(self, records: list[Any], record: object) -> None:
