@@ -9,8 +9,9 @@ Python function for each match and takes the interpreter lock for it, a 64 KiB t
 (51 matches) took 44.7 us; kept in C, 21.7 us (2026-12-07).
 
 A text of one byte is the exception: in the job-log reader's database the two of them (`\x1b`, `\x00`) made every
-scan of a 64 KiB tail take 93-95 us instead of 66-68 (2026-12-07, through that binding), so such texts are found by
-`memchr` (about 3 us a tail where the byte is absent) and their matches merged with the database's.
+scan of a 64 KiB tail take 93-95 us instead of 66-68 (2026-12-07, through that binding; through the compiled search
+72-73 us instead of 45-48, 2026-12-08), so such texts are found by `memchr` (about 3 us a tail where the byte is
+absent) and their matches merged with the database's.
 """
 
 from __future__ import annotations

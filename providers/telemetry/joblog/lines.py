@@ -93,9 +93,8 @@ class _ElasticEntry:
     in_traceback: bool = False
 
 
-#: the collector's time of a line: a `_TS` match, parsed only when the line becomes evidence; a parsed time; or None
-#: a line's collector time: a match of `STAMP`, Loki's time as its text (`LOKI_STAMP` characters, `summary`), parsed
-#: (`_observed`) only for a line that becomes evidence; or already parsed
+#: the collector's time of a line: a `_TS` match or Loki's time as its text (`LOKI_STAMP` characters, `summary`), each
+#: parsed (`_observed`) only when the line becomes evidence; a parsed time; or None
 _Stamp = re.Match[str] | str | datetime | None
 #: a line taken apart: (text to show, content after collector prefixes, its collector time)
 _Split = tuple[str, str, _Stamp]
