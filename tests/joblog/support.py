@@ -12,6 +12,14 @@ from providers.telemetry.joblog.lines import parse_lines
 from providers.telemetry.joblog.nodes import exact_resolver
 from providers.telemetry.joblog.records import NodeLog
 
+
+def loki_stamp(ns: int) -> str:
+    """Loki's time `ns` as the Loki source writes it in front of a line (`loki._joined`), from the calendar: RFC 3339,
+    UTC, the microseconds cut."""
+    seconds, micro = divmod(ns // 1000, 1_000_000)
+    return f"{datetime.fromtimestamp(seconds, tz=UTC):%Y-%m-%dT%H:%M:%S}.{micro:06d}Z"
+
+
 #: a failure time for scenarios that need collector timestamps
 T0 = datetime(2026, 9, 9, 11, 58, 0, 414640, tzinfo=UTC)
 

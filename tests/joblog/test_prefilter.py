@@ -26,7 +26,7 @@ from providers.telemetry.joblog.prefilter import text_lines
 from providers.telemetry.joblog.records import NodeLog
 from tests.incidents.corpus import cases
 from tests.joblog.fixtures import BASICSR_737, LLAMAFACTORY_6269
-from tests.joblog.support import fixture_groups
+from tests.joblog.support import fixture_groups, loki_stamp
 
 NODE = "node-a"
 RESOLVE = exact_resolver([NODE, "node-b"])
@@ -303,7 +303,7 @@ def test_generated_summaries_read_at_once_in_their_template_give_what_every_line
 
 
 def _loki(lines: list[str]) -> list[str]:
-    """`lines` as the Loki source hands them over: each entry's time in front (`loki._stamp`'s shape)."""
+    """`lines` as the Loki source hands them over: each entry's time in front (`loki._joined`'s shape)."""
     return [f"2026-09-09T11:58:{i % 60:02d}.{i:06d}Z {line}" for i, line in enumerate(lines)]
 
 
@@ -467,10 +467,9 @@ def test_loki_stamped_kind_lines_are_read_by_their_shape_with_what_every_line_gi
 
 
 def test_lokis_time_in_front_of_a_kind_line_is_the_sources_own_and_a_time_that_is_none_gives_none() -> None:
-    from providers.telemetry.joblog.loki import _stamp
     from providers.telemetry.joblog.patterns import LOKI_STAMP
 
-    assert {len(_stamp(ns)) for ns in (0, 1_789_000_000_123_456_789, 253_402_300_799_999_999_999)} == {LOKI_STAMP}
+    assert {len(loki_stamp(ns)) for ns in (0, 1_789_000_000_123_456_789, 253_402_300_799_999_999_999)} == {LOKI_STAMP}
     # a 13th month and a 61st second: read by the shape, no time, as the parser reads them
     stamped = [f"2026-13-09T11:58:{i:02d}.{i:06d}Z {line}" for i, line in enumerate(_KIND_LINES)]
     stamped[3] = "2026-09-09T11:58:61.000003Z " + _KIND_LINES[3]
@@ -492,7 +491,7 @@ def test_a_run_of_kind_lines_broken_by_a_time_the_parser_does_not_read_is_taken_
 
 
 def test_the_loki_sources_own_buffer_is_read_by_the_shape() -> None:
-    # what the Loki source hands the reader (`loki._joined`: each entry's time in front, as `loki._stamp` writes it)
+    # what the Loki source hands the reader (`loki._joined`: each entry's time in front of it)
     from providers.telemetry.joblog.loki import _joined
 
     base = 1_789_000_000_000_000_000  # ns

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from providers.telemetry.joblog.lines import NodeParser
-from providers.telemetry.joblog.loki import LokiJobLogSource, _joined, _Read, _stamp
+from providers.telemetry.joblog.loki import LokiJobLogSource, _joined, _Read
 from providers.telemetry.joblog.nodes import exact_resolver
 from providers.telemetry.loki.client import MAX_NS
-from tests.joblog.support import fixture_groups
+from tests.joblog.support import fixture_groups, loki_stamp
 
 NODE = "node-a"
 RESOLVE = exact_resolver([NODE])
@@ -24,7 +24,7 @@ FIRST_NS = 1_788_955_000_000_000_000
 def _one_by_one(entries: list[tuple[int, str]]):
     parser = NodeParser(NODE, RESOLVE)
     for ts, line in sorted(entries, key=lambda e: e[0]):
-        parser.feed(f"{_stamp(ts)} {line}")
+        parser.feed(f"{loki_stamp(ts)} {line}")
     return parser.result()
 
 
@@ -63,14 +63,14 @@ def test_lokis_time_is_written_as_the_calendar_writes_it(ns: int) -> None:
     # own text, to the microsecond; the buffer holds it the same way.
     seconds, micro = divmod(ns // 1000, 1_000_000)
     expected = datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{micro:06d}Z"
-    assert _stamp(ns) == expected
+    assert loki_stamp(ns) == expected
     assert _joined([(ns, "a line")]) == f"{expected} a line".encode()
 
 
 def _joined_in_python(entries: list[tuple[int, str]]) -> bytes:
-    """What the compiled `_joined` writes, in Python: each line behind `_stamp` and a blank, joined by newlines, a
+    """What the compiled `_joined` writes, in Python: each line behind `loki_stamp` and a blank, joined by newlines, a
     newline inside a line written U+FFFD."""
-    return "\n".join(f"{_stamp(ns)} {line.replace(chr(10), chr(0xFFFD))}" for ns, line in entries).encode("utf-8")
+    return "\n".join(f"{loki_stamp(ns)} {line.replace(chr(10), chr(0xFFFD))}" for ns, line in entries).encode("utf-8")
 
 
 _LINE = st.text(st.sampled_from(["a", " ", "\n", "\r", "\x00", "\u00e9", "\u20ac", "\U0001f600", "\ufffd", "["]),
@@ -93,7 +93,7 @@ def test_the_buffer_is_the_lines_behind_their_times_as_written_in_python(entries
 ])
 def test_lokis_time_at_the_calendars_edges(ns: int, stamp: str) -> None:
     assert _joined([(ns, "x")]) == f"{stamp} x".encode()
-    assert _stamp(ns) == stamp
+    assert loki_stamp(ns) == stamp
 
 
 def test_a_buffer_of_no_entry_is_empty_and_what_is_no_entry_is_refused() -> None:

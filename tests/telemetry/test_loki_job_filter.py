@@ -27,12 +27,12 @@ from providers.base import AttributionRequest, Deadline, FailureContext, Phase, 
 from providers.telemetry import TelemetryProvider
 from providers.telemetry.joblog import conclude
 from providers.telemetry.joblog.lines import NodeParser
-from providers.telemetry.joblog.loki import LokiJobLogSource, _stamp, keeps, signal_filter
+from providers.telemetry.joblog.loki import LokiJobLogSource, keeps, signal_filter
 from providers.telemetry.joblog.records import LogLine, NodeLog
 from providers.telemetry.joblog.source import resolver
 from providers.telemetry.window import Window
 from tests.joblog import fixtures as fx
-from tests.joblog.support import fixture_groups
+from tests.joblog.support import fixture_groups, loki_stamp
 
 DETECTED = datetime(2026, 9, 9, 12, 0, tzinfo=UTC)
 FIRST_NS = int((DETECTED - timedelta(minutes=5)).timestamp()) * 1_000_000_000
@@ -115,7 +115,7 @@ def _through_loki(logs: dict[str, list[str]], ranks: list[int] | None = None, on
     for node, lines in timed.items():
         parser = NodeParser(node, resolve)
         for ts, line in lines:
-            parser.feed(f"{_stamp(ts)} {line}")
+            parser.feed(f"{loki_stamp(ts)} {line}")
         full[node] = parser.result()
     return read, full, stats
 

@@ -41,6 +41,7 @@ from providers.telemetry.joblog.patterns import (
     EXCEPTION_HEAD,
     HOST_CHARS,
     LOKI_STAMP,
+    LOKI_TIME,
     MARKER,
     MAX_BLOCK_LINES,
     MAX_LINE_CHARS,
@@ -804,11 +805,8 @@ def _cri(text: str, stamped: re.Match[str]) -> tuple[int, str, str] | None:
     return (m.end(), m.group("stream"), m.group("flag")) if m else None
 
 
-#: lines joined by newlines, each Loki's time as the Loki source writes it (`loki._stamp`), a blank and the rest
-_LOKI_LINES = re.compile(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z [^\n]*+"
-    r"(?:\n[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z [^\n]*+)*"
-)
+#: lines joined by newlines, each Loki's time as the Loki source writes it and a blank (`LOKI_TIME`), then the rest
+_LOKI_LINES = re.compile(LOKI_TIME + r"[^\n]*+(?:\n" + LOKI_TIME + r"[^\n]*+)*")
 #: texts that make a summary line more than a summary line (`NodeParser.summary`): a rank prefix, a process-group
 #: marker, a torchrun role prefix
 _NOT_SUMMARY = ("[rank", "[PG ", "[Rank ")

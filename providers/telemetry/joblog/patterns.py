@@ -41,9 +41,11 @@ _TS = (
     r"(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[T ](?P<clock>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}+))?+"
     r"(?:(?P<zone>Z|[+-][0-9]{2}:?+[0-9]{2})|)"
 )
-#: the length of Loki's time as the Loki source puts it in front of a line (`loki._stamp`:
-#: `dddd-dd-ddTdd:dd:dd.ddddddZ`)
+#: the length of Loki's time as the Loki source puts it in front of a line (`loki._joined`:
+#: `dddd-dd-ddTdd:dd:dd.ddddddZ`, RFC 3339, microseconds, UTC)
 LOKI_STAMP = 27
+#: that time and the blank after it, as a pattern
+LOKI_TIME = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z "
 #: Kubernetes CRI (`<RFC 3339> stdout|stderr F|P <line>`), also with the host a collector put after the time
 CRI = re.compile(_TS + r" (?P<stream>stdout|stderr) (?P<flag>[FP]) ")
 CRI_HOST = re.compile(_TS + rf" (?P<host>[^\s]{{1,{HOST_CHARS}}}+) (?P<stream>stdout|stderr) (?P<flag>[FP]) ")

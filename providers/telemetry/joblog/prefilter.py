@@ -37,7 +37,7 @@ from collections import Counter
 
 from providers.telemetry.compiled import compiled
 from providers.telemetry.joblog.lines import KindLine, Marks, NodeParser, kind_of
-from providers.telemetry.joblog.patterns import MAX_LINE_CHARS, PREFIX_SCAN
+from providers.telemetry.joblog.patterns import LOKI_TIME, MAX_LINE_CHARS, PREFIX_SCAN
 from providers.telemetry.joblog.signals import MARKERS, STANDALONE
 from providers.telemetry.literals import Literals
 
@@ -46,7 +46,7 @@ place = compiled("providers.telemetry.joblog._gaps").place
 #: the candidate lines grouped from the search's matches (`_candidates.c`)
 candidate_lines = compiled("providers.telemetry.joblog._candidates").lines
 #: PyTorch's watchdog timeout and progress lines read in place (`_kind_lines.c`): printable ASCII, Loki's time in
-#: front where the Loki source puts it (`loki._stamp`), `[rankN]:`, the C++ log header (`[E909 17:59:58.000415432
+#: front where the Loki source puts it (`loki._joined`), `[rankN]:`, the C++ log header (`[E909 17:59:58.000415432
 #: ProcessGroupNCCL.cpp:616] `, a thread id after the time in some releases), the process-group marker (`[Rank N]`,
 #: `[PG 1 Rank N]`, `[PG ID 0 PG GUID 0(default_pg) Rank N]`) and the message, to the line's end. Read so, a line
 #: gives what the node parser's readers give it (`kinds.watchdog`, `kinds.progress`, `NodeParser._marker`): the
@@ -70,8 +70,8 @@ STRUCTURAL = (
 REREAD = ('{"log":', " stdout P ", " stderr P ", "\x1b", "\x00")
 
 _RANK = b"[rank"
-#: the time the Loki source puts in front of each line (`loki._stamp`: RFC 3339, microseconds, UTC) and a blank
-_LOKI_TIME = rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z "
+#: the time the Loki source puts in front of each line and a blank (`patterns.LOKI_TIME`), in the buffer's bytes
+_LOKI_TIME = LOKI_TIME.encode()
 #: where torchelastic's summary starts (`Failures:`, `Root Cause (first observed failure):`) and the line of `=` that
 #: ends it, looked for within _SUMMARY_BYTES
 _SUMMARY_STARTS = (b"Failures:", b"Root Cause")
