@@ -22,8 +22,7 @@ COMPILED_SOURCES := providers/telemetry/joblog/_candidates.c \
 	providers/telemetry/kernel/sources/_stamps.c providers/telemetry/_literals.c
 COMPILED := $(VENV)/.built-compiled
 $(COMPILED): setup.py $(COMPILED_SOURCES)
-	@[ -e /usr/include/hs/hs.h ] || { echo "make: the literal search builds against Vectorscan's libhs (Debian: apt-get install libvectorscan-dev)" >&2; exit 1; }
-	$(PY) setup.py -q build_ext --inplace
+	$(PY) setup.py -q build_ext --inplace || { echo "make: the compiled parts were not built (the literal search needs Vectorscan's libhs and its headers; Debian: apt-get install libvectorscan-dev)" >&2; exit 1; }
 	touch $@
 
 venv: $(STAMP) $(COMPILED)
