@@ -22,7 +22,8 @@ COMPILED_SOURCES := providers/telemetry/joblog/_candidates.c \
 	providers/telemetry/kernel/sources/_stamps.c providers/telemetry/_literals.c
 COMPILED := $(VENV)/.built-compiled
 $(COMPILED): setup.py $(COMPILED_SOURCES)
-	$(PY) setup.py -q build_ext --inplace || { echo "make: the compiled parts were not built (the literal search needs Vectorscan's libhs and its headers; Debian: apt-get install libvectorscan-dev)" >&2; exit 1; }
+	@echo '#include <hs/hs.h>' | $${CC:-cc} -E -x c - >/dev/null 2>&1 || { echo "make: the compiler finds no hs/hs.h: the literal search builds against Vectorscan's libhs (Debian: apt-get install libvectorscan-dev)" >&2; exit 1; }
+	$(PY) setup.py -q build_ext --inplace
 	touch $@
 
 venv: $(STAMP) $(COMPILED)
