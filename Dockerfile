@@ -29,7 +29,7 @@ COPY schemas/ /app/schemas/
 COPY providers/ /app/providers/
 COPY conf/gunicorn.conf.py /app/conf/
 # The service's compiled parts (setup.py: the job-log reader's gap pass, the kernel-log block's stamp facts, the
-# literal search) built beside their sources in /app against the base's Python, with the setuptools of
+# Loki client's reading of an answer's entries, the literal search) built beside their sources in /app against the base's Python, with the setuptools of
 # requirements-build.txt in a virtual environment of its own that the runtime never sees (its intermediate files under
 # /build); a C compiler and the literal search's library with its headers (Debian's Vectorscan, libvectorscan-dev)
 # are installed for this stage only, where the base has none (the slim image has the Python headers).

@@ -13,12 +13,13 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-build.txt
 	touch $(STAMP)
 
 ## The compiled parts (setup.py: the job-log reader's candidate lines, gap pass and watchdog lines, the Loki source's
-## buffer of a node's entries, the kernel-log block's stamp facts, the literal search), built in place beside their
+## buffer of a node's entries, the Loki client's reading of an answer's entries, the kernel-log block's stamp facts,
+## the literal search), built in place beside their
 ## sources with the C compiler and the Python headers of the machine, the literal search against Debian's Vectorscan
 ## (libvectorscan-dev); made again when a source changes.
 COMPILED_SOURCES := providers/telemetry/joblog/_candidates.c \
 	providers/telemetry/joblog/_gaps.c providers/telemetry/joblog/_kind_lines.c \
-	providers/telemetry/joblog/_loki_buffer.c \
+	providers/telemetry/joblog/_loki_buffer.c providers/telemetry/loki/_entries.c \
 	providers/telemetry/kernel/sources/_stamps.c providers/telemetry/_literals.c
 COMPILED := $(VENV)/.built-compiled
 $(COMPILED): setup.py $(COMPILED_SOURCES)

@@ -1,7 +1,8 @@
 """The compiled parts of the service: the job-log reader's candidate lines (providers/telemetry/joblog/_candidates.c),
 gap pass (providers/telemetry/joblog/_gaps.c) and reading of PyTorch's watchdog and progress lines
 (providers/telemetry/joblog/_kind_lines.c), the Loki source's buffer of a node's entries
-(providers/telemetry/joblog/_loki_buffer.c), the kernel-log block's stamp facts
+(providers/telemetry/joblog/_loki_buffer.c), the Loki client's reading of an answer's entries
+(providers/telemetry/loki/_entries.c), the kernel-log block's stamp facts
 (providers/telemetry/kernel/sources/_stamps.c), and the literal search both readers scan with
 (providers/telemetry/_literals.c), linked with Vectorscan's libhs (Debian: libvectorscan-dev to build it).
 
@@ -17,6 +18,7 @@ SOURCES = (
     "providers/telemetry/joblog/_candidates.c",
     "providers/telemetry/joblog/_kind_lines.c",
     "providers/telemetry/joblog/_loki_buffer.c",
+    "providers/telemetry/loki/_entries.c",
     "providers/telemetry/kernel/sources/_stamps.c",
     "providers/telemetry/_literals.c",
 )

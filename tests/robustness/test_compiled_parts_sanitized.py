@@ -3,7 +3,7 @@ and mutated input, no read outside a buffer, no overflow, no undefined behaviour
 
 setup.py's C sources (the job-log reader's candidate lines, gap pass and reading of watchdog and progress lines, the
 kernel-log block's stamp facts, bisection, repeated `[seconds]` values and a line's stamp, the literal search, the Loki
-source's buffer of a node's entries) are built
+source's buffer of a node's entries, the Loki client's reading of an answer's entries) are built
 by setup.py into a temporary folder with `-fsanitize=address,undefined`, and a child process loads them (the sanitizers'
 runtimes preloaded, as an instrumented library needs, and Python's objects each allocated by malloc, so that a read
 past one is seen) and calls each function on seeded random bytes, on valid
@@ -11,7 +11,8 @@ gaps, blocks and lines with bytes flipped, cut or repeated, and on every start a
 reader's input also in a buffer of its own size: a bytes object has a NUL after its end); a sanitizer's
 report ends the child with an error. The functions' answers are compared with Python's in
 tests/joblog/test_candidates.py, tests/joblog/test_gaps.py, tests/joblog/test_kind_lines.py,
-tests/telemetry/test_stamp_facts.py, tests/telemetry/test_literals.py and tests/telemetry/test_loki_job_buffer.py; here
+tests/telemetry/test_stamp_facts.py, tests/telemetry/test_literals.py, tests/telemetry/test_loki_job_buffer.py and
+tests/telemetry/test_loki_entries.py; here
 only their memory safety is.
 """
 
@@ -43,6 +44,7 @@ CHILD = textwrap.dedent(
     candidates = load("providers.telemetry.joblog._candidates", sys.argv[4])
     literals = load("providers.telemetry._literals", sys.argv[5])
     loki_buffer = load("providers.telemetry.joblog._loki_buffer", sys.argv[6])
+    loki_entries = load("providers.telemetry.loki._entries", sys.argv[7])
     lengths = tuple(range(1, 9))
     deciding = bytes([1, 0, 1, 1, 0, 1, 0, 1])
     rng = random.Random(20261207)
@@ -114,6 +116,17 @@ CHILD = textwrap.dedent(
         text = data.decode("utf-8", "replace")
         loki_buffer.joined([(rng.choice([0, 2**63 - 1, rng.randrange(2**63)]),
                              text[rng.randrange(len(text) + 1) :][: rng.randrange(80)]) for _ in range(3)])
+        # a Loki answer's streams: times of any digits (past 2**63-1 and 20 digits among them), values too short
+        digits = "".join(chr(48 + b % 10) for b in data[:22])
+        times = [digits[: rng.randrange(0, 22)], str(2**63 - 1), "9" * 19, text[:5], 7]
+        streams = [{"stream": {"host": rng.choice(["n", 5, None])},
+                    "values": [rng.choice([[rng.choice(times), text[start:end]], [rng.choice(times)], [],
+                                           [rng.choice(times), None, {}]]) for _ in range(rng.randrange(5))]}
+                   for _ in range(rng.randrange(4))]
+        try:
+            loki_entries.read(streams, "host")
+        except ValueError:
+            pass
         for watchdog in (True, False):
             kinds.read(own, start, end, rng.randrange(0, 300), watchdog, rng.choice([4096, end - start, 10]))
             kinds.read(own, 0, len(data), len(data), watchdog, 4096)
@@ -159,13 +172,14 @@ def test_the_compiled_parts_read_random_and_mutated_input_without_a_sanitizer_re
     assert sorted(paths) == [
         "providers.telemetry._literals", "providers.telemetry.joblog._candidates", "providers.telemetry.joblog._gaps",
         "providers.telemetry.joblog._kind_lines", "providers.telemetry.joblog._loki_buffer",
-        "providers.telemetry.kernel.sources._stamps",
+        "providers.telemetry.kernel.sources._stamps", "providers.telemetry.loki._entries",
     ]  # fmt: skip
     child = subprocess.run(
         [sys.executable, "-c", CHILD, str(paths["providers.telemetry.joblog._gaps"]),
          str(paths["providers.telemetry.kernel.sources._stamps"]),
          str(paths["providers.telemetry.joblog._kind_lines"]), str(paths["providers.telemetry.joblog._candidates"]),
-         str(paths["providers.telemetry._literals"]), str(paths["providers.telemetry.joblog._loki_buffer"])],
+         str(paths["providers.telemetry._literals"]), str(paths["providers.telemetry.joblog._loki_buffer"]),
+         str(paths["providers.telemetry.loki._entries"])],
         env={
             **os.environ,
             "LD_PRELOAD": f"{_runtime('libasan.so')}:{_runtime('libubsan.so')}",

@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -33,7 +34,7 @@ from urllib3.util.retry import Retry
 from urllib3.util.timeout import Timeout
 
 from providers.base import Deadline, ProviderProcessingError, ProviderTimeoutError, SourceFailure
-from providers.telemetry.digits import number
+from providers.telemetry.compiled import compiled
 
 #: the largest answer body read for one page; a Loki that sends more is answering something else
 MAX_PAGE_BYTES = 32 * 1024 * 1024
@@ -53,7 +54,9 @@ def encoded_length(text: str) -> int:
 
 
 MAX_NS = 2**63 - 1
-_NS_DIGITS = len(str(MAX_NS))
+#: a Loki answer's entries checked and taken out (`read_entries`), in C: in Python, 0.6 us an entry
+_read_streams = compiled("providers.telemetry.loki._entries").read
+_TIME = itemgetter(1)
 
 #: statuses after which a query is sent again: Loki's rate limit (429) and an overloaded or restarting backend (503)
 RETRY_STATUSES = frozenset({429, 503})
@@ -288,32 +291,17 @@ def results(body: Any, result_type: str, source: str = SOURCE) -> list[Any]:
 
 
 def read_entries(body: Any, host_label: str, source: str = SOURCE) -> tuple[list[tuple[str, int, str]], int]:
-    """(host, ns timestamp, line) of every entry with a host label, in time order, and the count of all entries."""
-    unreadable = ProviderProcessingError(f"{source} answered with an unreadable body", kind=SourceFailure.MALFORMED)
+    """(host, ns timestamp, line) of every entry with a host label, in time order, and the count of all entries.
+
+    Each stream a dict of labels and a list of values, each value a list of Loki's time (a count of nanoseconds in a
+    signed 64-bit integer, written in ASCII digits) and the line (Loki 3 may add a third element, structured
+    metadata); anything else is no Loki answer. Checked and taken out in C (`_entries.c`)."""
     streams = results(body, "streams", source)
-    out: list[tuple[str, int, str]] = []
-    total = 0
-    for stream in streams:
-        if not isinstance(stream, dict):
-            raise unreadable
-        labels = stream.get("stream")
-        values = stream.get("values")
-        if not isinstance(labels, dict) or not isinstance(values, list):
-            raise unreadable
-        host = labels.get(host_label)
-        for value in values:
-            # Loki 3 may add a third element (structured metadata); the first two are what counts.
-            if not isinstance(value, list) or len(value) < 2:
-                raise unreadable
-            ts_text, line = value[0], value[1]
-            # Loki's time is a count of nanoseconds in a signed 64-bit integer, written in ASCII digits: anything
-            # else (other digits, which `int` reads or refuses, or more than MAX_NS, past what a time can hold)
-            # is no Loki entry
-            ts = number(ts_text, _NS_DIGITS) if isinstance(ts_text, str) else None
-            if ts is None or ts > MAX_NS or not isinstance(line, str):
-                raise unreadable
-            total += 1
-            if isinstance(host, str):
-                out.append((host, ts, line))
-    out.sort(key=lambda e: e[1])
+    try:
+        out, total = _read_streams(streams, host_label)
+    except ValueError as exc:
+        raise ProviderProcessingError(
+            f"{source} answered with an unreadable body", kind=SourceFailure.MALFORMED
+        ) from exc
+    out.sort(key=_TIME)
     return out, total
