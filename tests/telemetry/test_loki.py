@@ -524,6 +524,20 @@ def test_a_full_scope_of_long_names_fits_urls_of_8_kib_and_round_trips(make_name
     assert len(sent) <= total // (8 * 1024 - longest_name - 200) + 2
 
 
+@responses.activate
+def test_each_query_goes_out_as_the_url_its_length_was_counted_for() -> None:
+    # The source writes each URL's query itself (to keep it within 8 KiB) and sends it as written: byte for byte the
+    # URL `query_url` counted, for names of 4-byte UTF-8, backslashes and dots.
+    nodes = [WIDE(i) for i in range(40)] + [DOTTED(i) for i in range(40)] + [PLAIN(i) for i in range(40)]
+    responses.get(ENDPOINT, json=body())
+    loki = provider()
+    loki.fast(make_request(nodes), deadline(60), None)
+    assert len(responses.calls) >= 3
+    for call in responses.calls:
+        q = {k: v[0] for k, v in parse_qs(urlparse(call.request.url).query).items()}
+        assert call.request.url == loki.settings.source.query_url(q["query"], q["start"], q["end"], int(q["limit"]))
+
+
 def test_near_miss_names_are_not_selected_by_a_batch() -> None:
     nodes = [f"gpu-{i}.dc" for i in range(2000)]
     query = SelectorTemplate('{host=~"{hosts}"}', "{hosts}").render_any(nodes)
