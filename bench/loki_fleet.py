@@ -8,7 +8,9 @@ whose ranks fell silent; and a kernel-log stream per node without any finding. W
 node's ranks print N lines of a stack dump after their last training line (they still report no timeout).
 
 The open provider answers one `fast` request in process (scope: every node and every rank, a 10 s deadline): the
-culprit is the silent node, `collective_hang`. Printed: the time to the answer, the queries the stub answered, the
+culprit is the silent node, `collective_hang`. Printed: the time to the answer, the CPU time this process and the
+stub spent meanwhile (the machine's speed may move between runs: a request that took more CPU time took more work),
+the queries the stub answered, the
 bytes of JSON it sent (all read by the provider), the most queries it held at once, the queries it answered later
 than its delay (its own work on a query's first sight taking longer: such a run's time is partly the stub's), and
 whether the culprit was named. `--repeat` runs, each request with its own failure time. With `--warm-stub` the stub
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -125,6 +128,15 @@ def serve(args: argparse.Namespace) -> None:
         sys.stdin.read()
 
 
+def _cpu_s(pid: int) -> float:
+    """The CPU time process `pid` has spent (user and system, from /proc), or NaN where it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
 def _get(url: str) -> dict[str, float]:
     with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 - the stub on 127.0.0.1
         return json.loads(answer.read())
@@ -193,14 +205,16 @@ def main() -> None:
         for run in range(max(1, args.repeat)):
             request = request_of(run)
             _get(url + "/reset")
-            started = time.perf_counter()
+            started, cpu, stub_cpu = time.perf_counter(), time.process_time(), _cpu_s(child.pid)
             outcome = provider.fast(request, Deadline.after_ms(args.timeout_ms), None)
             wall = time.perf_counter() - started
+            cpu, stub_cpu = time.process_time() - cpu, _cpu_s(child.pid) - stub_cpu
             stats = _get(url + "/stats")
             named = [(getattr(f.target, "name", "job"), f.error_category) for f in outcome.attributions]
             error = outcome.error.type.value if outcome.error else "none"
             print(
-                f"run {run + 1}: answer in {wall:.2f} s, {stats['queries']} queries, "
+                f"run {run + 1}: answer in {wall:.2f} s (CPU: {cpu:.2f} s here, {stub_cpu:.2f} s the stub's), "
+                f"{stats['queries']} queries, "
                 f"{stats['bytes'] / 2**20:.1f} MiB of JSON read, at most {stats['most_in_flight']} in flight, "
                 f"{stats['late']} answered after the stub's delay ({stats['late_s']:.2f} s late in all), "
                 f"culprit {culprit} named: {(culprit, 'collective_hang') in named} (findings {named[:3]}, "
