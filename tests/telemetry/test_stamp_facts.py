@@ -115,6 +115,25 @@ def test_a_repeated_seconds_value_marks_the_lines_that_hold_it() -> None:
     assert facts(view, *SHAPE)[3] is True
     block = analyse(view, 1000, stamp_pattern(*SHAPE), SHAPE)
     assert block is not None and block.marked == (2, 3, 4)
+    starts = [0, *(i + 1 for i, byte in enumerate(view) if byte == 10)]
+    assert block.marked_at == tuple(starts[k] for k in (2, 3, 4))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.sampled_from([b"x", b"NVRM: Xid 79", b"", b"a longer body " * 9])),
+                min_size=3, max_size=40))
+def test_each_marked_line_is_kept_with_where_it_starts(lines: list[tuple[int, bytes]]) -> None:
+    # lines in time order, `[seconds]` values that may repeat, keyword lines among them
+    view = b"".join(_line(b"2026-12-07", b"10:%02d:%02d" % divmod(i, 60), b"[ %d.5] " % s + body)
+                    for i, (s, body) in enumerate(lines))
+    block = analyse(view, len(view), stamp_pattern(*SHAPE), SHAPE)
+    assert block is not None
+    split = view[:-1].split(b"\n")
+    assert len(block.marked_at) == len(block.marked)
+    for k, at in zip(block.marked, block.marked_at, strict=True):
+        assert view[at : view.index(b"\n", at)] == split[k]
+    keywords = [k for k, (_, body) in enumerate(lines) if body.startswith(b"NVRM")]
+    assert set(keywords) <= set(block.marked)
 
 
 @pytest.mark.parametrize(

@@ -8,11 +8,12 @@ window: `analyse` works them out once and `BlockCache` keeps them, keyed by the 
 size, modification time) and the block's first byte (a block analysed for another stamp pattern is not used).
 
 What is kept is a summary of a few hundred bytes, never the block's lines: its number of lines, its first and last
-stamps, the indexes of its marked lines, the `[seconds]` values of its first and last lines and where its last line
-starts. A later request over the same bytes, with any window, counts a block lying wholly inside its window from
-the summary alone, reading and parsing nothing (files.py); a block at the window's edges (or holding marked lines)
-is read again (one `pread` of its bytes, from the page cache), its stamps bisected for the window's bounds, and
-only its first line, its marked lines and the first line past the reading bound are parsed.
+stamps, the indexes of its marked lines and where each starts, the `[seconds]` values of its first and last lines
+and where its last line starts. A later request over the same bytes, with any window, counts a block lying wholly
+inside its window from the summary alone, reading and parsing nothing (files.py); a block at the window's edges (or
+holding marked lines) is read again (one `pread` of its bytes, from the page cache), its stamps bisected for the
+window's bounds, and only its first line, its marked lines (taken where they start, the block never split into
+lines) and the first line past the reading bound are parsed.
 
 The cache holds at most `max_bytes` (an estimate of the memory each summary takes), least recently used dropped
 first: at the default, about 40,000 blocks, ten for each of 4,096 hosts (a summary measured 800 bytes with its key).
@@ -59,15 +60,17 @@ BRACKET = re.compile(rb"\[ *(\d+\.\d+)\]")
 #: a stamp shape's parts, as `_stamps.facts` takes them (search.Shape.parts): the separator between date and time,
 #: the fraction's separator (b"" without a fraction), the fraction's digits and the offset
 StampParts = tuple[bytes, bytes, int, bytes]
-#: the memory a block's summary takes with its key in the cache, estimated (its marked lines: 40 bytes more each)
+#: the memory a block's summary takes with its key in the cache, estimated (its marked lines: 80 bytes more each, an
+#: index and an offset)
 _SUMMARY_BYTES = 800
 
 
 @dataclass(frozen=True, slots=True)
 class Block:
     """A block's window-independent facts, when it can be counted from its stamps: its end, its number of lines, its
-    first and last stamps, the indexes of the lines that must be parsed one by one, the `[seconds]` values of its
-    first and last lines and where its last line starts (a file offset)."""
+    first and last stamps, the indexes of the lines that must be parsed one by one and where each starts in the block
+    (so that a request takes them out of the block's bytes without splitting it into lines), the `[seconds]` values of
+    its first and last lines and where its last line starts (a file offset)."""
 
     end: int  # the file offset just after the block's last newline
     pattern: bytes  # the stamp pattern it was analysed for
@@ -75,13 +78,14 @@ class Block:
     first: bytes
     last: bytes
     marked: tuple[int, ...]
+    marked_at: tuple[int, ...]  # where each marked line starts, counted from the block's first byte
     first_brackets: tuple[bytes, ...]
     last_brackets: tuple[bytes, ...]
     last_at: int
 
     @property
     def size(self) -> int:
-        return _SUMMARY_BYTES + 40 * len(self.marked)
+        return _SUMMARY_BYTES + 80 * len(self.marked)
 
 
 def analyse(view: bytes, end: int, pattern: re.Pattern[bytes], parts: StampParts) -> Block | None:
@@ -109,6 +113,7 @@ def analyse(view: bytes, end: int, pattern: re.Pattern[bytes], parts: StampParts
         first,
         last,
         tuple(marked),
+        line_starts(view, marked),
         tuple(BRACKET.findall(view, 0, view.find(b"\n"))),
         tuple(BRACKET.findall(view, last_at)),
         end - len(view) + last_at,
@@ -143,6 +148,14 @@ def valid_days(ordered: list[bytes]) -> bool:
 
 #: the kernel's keywords, searched for in a block at once
 _KEYWORDS = Literals(KEYWORDS)
+
+
+def line_starts(view: bytes, indexes: list[int]) -> tuple[int, ...]:
+    """Where the lines of `view` at `indexes` (in order) start: before line k lie k lines and their newlines."""
+    if not indexes:
+        return ()
+    before = list(itertools.accumulate(map(len, view.split(b"\n", indexes[-1])), initial=0))
+    return tuple(before[k] + k for k in indexes)
 
 
 def keyword_lines(view: bytes) -> list[int]:

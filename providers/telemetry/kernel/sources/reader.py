@@ -244,7 +244,7 @@ class Reader:
                 return self._at_bounds(block, found, start)
         # The bytes are those the summary was made from (the lineage vouches for them); what is checked guards
         # against a file rewritten while it is read: the length, the first and last stamps, and for a block whose
-        # marked lines are taken by index, the number of lines.
+        # marked lines are taken where the summary says they start, that a line starts there.
         data = f.pread(start, block.end - start)
         last = data.rfind(b"\n", 0, len(data) - 1) + 1
         if (
@@ -252,7 +252,7 @@ class Reader:
             or not data.endswith(b"\n")
             or not data.startswith(block.first)
             or data[last : last + len(block.last)] != block.last
-            or (block.marked and data.count(b"\n") != block.count)
+            or any(at and data[at - 1] != 10 for at in block.marked_at)  # 10: a newline
         ):
             return None
         return self._by_stamps(block, data, shape, inside_tried=True, bounds=(place.cache, bounds))
@@ -375,7 +375,6 @@ class Reader:
         assert node is not None
         self.nodes_seen.add(node)
         hi_key, first, last = shape.hi_key, block.first, block.last
-        lines = data[:-1].split(b"\n") if marked else None
         if (marked and marked[0] == 0) or first > hi_key or self._continues(block.first_brackets):
             if self.take(*self._parsed(data[: data.find(b"\n")])):
                 return True
@@ -398,7 +397,10 @@ class Reader:
         if bounds is not None and bounds[1] is not None and not marked and low == 0:
             after = tuple(BRACKET.findall(data, stop_at, data.index(b"\n", stop_at))) if stop < n else ()
             bounds[0].bounds.put(bounds[1], (starts, ends, stop, stop_at, after))
-        for k in [*(i for i in marked if low <= i < stop), stop] if marked else (stop,):
+        # the marked lines not past the reading bound, each with where it starts, then the bound
+        taken = [(k, at) for k, at in zip(marked, block.marked_at, strict=True) if low <= k < stop] if marked else []
+        taken.append((stop, -1))
+        for k, at in taken:
             if low < k:
                 self.collector.end_origin(node, self.origin)  # the open record is followed by a new one
                 before = min(max(starts, low), k)
@@ -406,7 +408,7 @@ class Reader:
                 self.collector.add_heads(node, before - low, upto - before, k - upto)
                 self.pending = None
                 self.previous = None
-            if k < stop and self.take(*self._parsed(lines[k])):  # type: ignore[index]
+            if k < stop and self.take(*self._parsed(data[at : data.index(b"\n", at)])):
                 return True
             low = k + 1
         if last_free:
