@@ -12,8 +12,8 @@ finished day of logs has. The tree is removed afterwards.
 Figures (each on one line): the request's wall time with a cold provider cache (a new provider per run; the OS page
 cache is warm, as it is for grep), with a warm one (the same provider again), with the warm provider asked about
 a later failure each time (every window new, overlapping earlier ones) and with every current file appended to
-just before each request (live logs), as the median of N runs (N = --repeat for the cold and the new-window
-requests, 4N + 3 for the warm and live ones, which take a few ms each, where the machine's noise weighs most); these
+just before each request (live logs), as the median of N runs (N = --repeat for the cold requests, 4N + 3 for the
+warm, new-window and live ones, which take a few ms each, where the machine's noise weighs most); these
 providers keep no answers, so each of those requests scans. Then the same request again on a provider that keeps
 answers (providers/telemetry/answers.py, as the service's provider does), once the files have settled: it is
 answered by looking up the identity of every folder and file the first scan read (median of 4N + 3);
@@ -257,7 +257,7 @@ def run(
         # The same warm provider asked about other failures: each window new (moved by 3 minutes more each time),
         # overlapping what earlier requests read.
         moved = []
-        for k in range(1, repeat + 1):
+        for k in range(1, many + 1):
             other = _request(names, DETECTED + timedelta(minutes=3 * k))
             moved.append(_timed(lambda r=other: provider.fast(r, Deadline.after_ms(300000), None)))  # type: ignore[misc]
         # Live logs: a line appended to every current file before each request (modified just now, as a live
@@ -293,7 +293,7 @@ def run(
         print(f"[{label}] provider fast request, warm cache, every current file appended to just before: "
               f"{live_s * 1000:.1f} ms (median of {many}; {live_read:.2f} MiB read)")
         print(f"[{label}] provider fast request, warm cache, a different window each time: {moved_s * 1000:.1f} ms "
-              f"(median of {repeat}; {statistics.median(r[1] for r in moved) / MIB:.2f} MiB read)")  # fmt: skip
+              f"(median of {many}; {statistics.median(r[1] for r in moved) / MIB:.2f} MiB read)")  # fmt: skip
         kept_s = statistics.median(r[0] for r in kept)
         same = "the same answer" if kept[-1][3] == outcome else "ANOTHER ANSWER"
         print(f"[{label}] provider fast request, the same request again with answers kept: {kept_s * 1000:.2f} ms "
