@@ -194,7 +194,8 @@ def _record(kind: type) -> tuple[Encode, Decode]:
     names = [f.name for f in fields]
     types = [str(f.type) for f in fields]
     coders = [_coder(t) for t in types]
-    return _encoder(names, [encode for encode, _ in coders]), _decoder(kind, names, types, [d for _, d in coders])
+    encoders, decoders = [encode for encode, _ in coders], [decode for _, decode in coders]
+    return _encoder(names, types, encoders), _decoder(kind, names, types, decoders)
 
 
 def _written(body: list[str], env: dict[str, Any]) -> Callable[[Any, Any], Any]:
@@ -203,31 +204,65 @@ def _written(body: list[str], env: dict[str, Any]) -> Callable[[Any, Any], Any]:
     return env["code"]  # type: ignore[no-any-return]
 
 
-def _encoder(names: list[str], encoders: list[Encode]) -> Encode:
-    """A record's encoding written out for its fields: the list of its fields' values, each coded by its coder."""
+def _parts(annotation: str) -> tuple[str, bool, bool]:
+    """(the coded type, whether the field is optional, whether it is a tuple of them) of a field's declaration."""
+    optional = annotation.endswith(" | None")
+    inner = annotation[: -len(" | None")] if optional else annotation
+    m = _TUPLE.fullmatch(inner)
+    return (m[1], optional, True) if m else (inner, optional, False)
+
+
+def _encoder(names: list[str], types: list[str], encoders: list[Encode]) -> Encode:
+    """A record's encoding written out for its fields: the list of its fields' values, each coded by its coder; a
+    line, an optional value and a tuple's items coded in place (`_parts`), without a call of a coder each."""
     env: dict[str, Any] = {}
+    body = ["def code(obj, ctx):"]
     values = []
-    for i, (name, encode) in enumerate(zip(names, encoders, strict=True)):
-        if encode is _same:
-            values.append(f"obj.{name}")
-        else:
+    for i, (name, annotation, encode) in enumerate(zip(names, types, encoders, strict=True)):
+        inner, optional, many = _parts(annotation)
+        base = _coder(inner)[0]
+        if many and optional:
             env[f"e{i}"] = encode
             values.append(f"e{i}(obj.{name}, ctx)")
-    return _written(["def code(obj, ctx):", f"    return [{', '.join(values)}]"], env)
+            continue
+        if base is _same:  # a str, an int or a bool, as it is
+            values.append(f"list(obj.{name})" if many else f"obj.{name}")
+            continue
+        if inner == "LogLine":
+            item = "ctx.place({})"
+        elif inner == "datetime":
+            item = "{}.isoformat()"
+        else:
+            env[f"e{i}"] = base
+            item = f"e{i}({{}}, ctx)"
+        if many:
+            values.append(f"[{item.format('v')} for v in obj.{name}]")
+        elif optional:
+            body.append(f"    v{i} = obj.{name}")
+            values.append(f"None if v{i} is None else {item.format(f'v{i}')}")
+        else:
+            values.append(item.format(f"obj.{name}"))
+    body.append(f"    return [{', '.join(values)}]")
+    return _written(body, env)
 
 
 def _refused(kind: str, name: str, value: Any) -> None:
     raise ValueError(f"a {kind}'s field {name} holds a {type(value).__name__}")
 
 
+def _no_line(value: Any) -> LogLine:
+    raise ValueError(f"not the place of one of the node's lines: {type(value).__name__}")
+
+
 def _decoder(kind: type, names: list[str], types: list[str], decoders: list[Decode]) -> Decode:
     """`kind`'s decoding written out for its fields, as `dataclasses` writes a record's `__init__`: the list's
     length, each plain field's type checked in place (a bool is not an int, nor an int a float; None only where the
-    field is optional), each other field decoded by its coder, then the record. The text is made here from the
-    record's own declaration (field numbers, type names, the messages' names by `repr`), never from a message."""
+    field is optional), each line's place looked up and each tuple's items and optional value decoded in place
+    (`_parts`), each other field decoded by its coder, then the record. The text is made here from the record's own
+    declaration (field numbers, type names, the messages' names by `repr`), never from a message."""
     count = len(names)
     fields = [f"f{i}" for i in range(count)]
-    env: dict[str, Any] = {"kind": kind, "_refused": _refused}
+    env: dict[str, Any] = {"kind": kind, "_refused": _refused, "_no_line": _no_line}
     body = [
         "def code(value, ctx):",
         f"    if type(value) is not list or len(value) != {count}:",
@@ -242,9 +277,24 @@ def _decoder(kind: type, names: list[str], types: list[str], decoders: list[Deco
                 check += f" and f{i} is not None"
             body += [f"    if {check}:", f"        _refused({kind.__name__!r}, {name!r}, f{i})"]
             args.append(f"f{i}")
-        else:
+            continue
+        inner, optional, many = _parts(annotation)
+        if many and optional:
             env[f"d{i}"] = decode
             args.append(f"d{i}(f{i}, ctx)")
+            continue
+        if inner == "LogLine":  # its place in the node's table: an int from 0 to the table's end
+            item = "(ctx[{0}] if type({0}) is int and 0 <= {0} < len(ctx) else _no_line({0}))"
+        else:
+            env[f"d{i}"] = _coder(inner)[1]
+            item = f"d{i}({{0}}, ctx)"
+        if many:
+            body += [f"    if type(f{i}) is not list:", f"        _refused({kind.__name__!r}, {name!r}, f{i})"]
+            args.append(f"tuple([{item.format('v')} for v in f{i}])")
+        elif optional:
+            args.append(f"None if f{i} is None else {item.format(f'f{i}')}")
+        else:
+            args.append(item.format(f"f{i}"))
     body.append(f"    return kind({', '.join(args)})")
     return _written(body, env)
 
