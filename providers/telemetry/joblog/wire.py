@@ -250,10 +250,6 @@ def _refused(kind: str, name: str, value: Any) -> None:
     raise ValueError(f"a {kind}'s field {name} holds a {type(value).__name__}")
 
 
-def _no_line(value: Any) -> LogLine:
-    raise ValueError(f"not the place of one of the node's lines: {type(value).__name__}")
-
-
 def _decoder(kind: type, names: list[str], types: list[str], decoders: list[Decode]) -> Decode:
     """`kind`'s decoding written out for its fields, as `dataclasses` writes a record's `__init__`: the list's
     length, each plain field's type checked in place (a bool is not an int, nor an int a float; None only where the
@@ -262,7 +258,7 @@ def _decoder(kind: type, names: list[str], types: list[str], decoders: list[Deco
     declaration (field numbers, type names, the messages' names by `repr`), never from a message."""
     count = len(names)
     fields = [f"f{i}" for i in range(count)]
-    env: dict[str, Any] = {"kind": kind, "_refused": _refused, "_no_line": _no_line}
+    env: dict[str, Any] = {"kind": kind, "_refused": _refused, "_line_at": _line_at}
     body = [
         "def code(value, ctx):",
         f"    if type(value) is not list or len(value) != {count}:",
@@ -283,8 +279,8 @@ def _decoder(kind: type, names: list[str], types: list[str], decoders: list[Deco
             env[f"d{i}"] = decode
             args.append(f"d{i}(f{i}, ctx)")
             continue
-        if inner == "LogLine":  # its place in the node's table: an int from 0 to the table's end
-            item = "(ctx[{0}] if type({0}) is int and 0 <= {0} < len(ctx) else _no_line({0}))"
+        if inner == "LogLine":  # `_line_at`'s check in place, `_line_at` itself refusing any other value
+            item = "(ctx[{0}] if type({0}) is int and 0 <= {0} < len(ctx) else _line_at({0}, ctx))"
         else:
             env[f"d{i}"] = _coder(inner)[1]
             item = f"d{i}({{0}}, ctx)"
