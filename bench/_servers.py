@@ -28,6 +28,12 @@ ROOT = Path(__file__).resolve().parents[1]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) process `pid` has used so far, from /proc; OSError where it cannot be read."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -73,11 +79,7 @@ class Server:
 
     def worker_cpu(self) -> dict[int, float]:
         """CPU seconds (user + system) each live worker has used so far, by PID."""
-        used = {}
-        for child in self.worker_pids():
-            fields = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()
-            used[child] = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
-        return used
+        return {child: cpu_seconds(child) for child in self.worker_pids()}
 
     def stop(self) -> None:
         if self.process.poll() is None:

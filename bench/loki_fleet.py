@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -34,7 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.joblog_scan import RANKS_PER_NODE, WORKLOAD, _failure, node_name  # noqa: E402 - after the path tweak
+from bench._servers import cpu_seconds  # noqa: E402 - after the path tweak
+from bench.joblog_scan import RANKS_PER_NODE, WORKLOAD, _failure, node_name  # noqa: E402
 from bench.loki_stub import LogStore, Run, Stream, StubLoki  # noqa: E402
 from providers.base import (  # noqa: E402
     AttributionRequest,
@@ -129,10 +129,9 @@ def serve(args: argparse.Namespace) -> None:
 
 
 def _cpu_s(pid: int) -> float:
-    """The CPU time process `pid` has spent (user and system, from /proc), or NaN where it cannot be read."""
+    """The CPU time process `pid` has spent (`_servers.cpu_seconds`), or NaN where it cannot be read."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds(pid)
     except (OSError, ValueError, IndexError):
         return float("nan")
 
