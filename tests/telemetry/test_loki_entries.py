@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from providers.base import ProviderProcessingError, SourceFailure
-from providers.telemetry.loki.client import MAX_NS, read_entries
+from providers.telemetry.loki.client import MAX_NS, _read_streams, read_entries
 
 
 def _reference(body: Any, host_label: str) -> tuple[list[tuple[str, int, str]], int] | None:
@@ -141,8 +141,6 @@ def test_entries_of_a_stream_without_the_host_label_are_counted_not_kept() -> No
     ([],),
 ])
 def test_the_compiled_reader_refuses_what_is_not_its_input(args: tuple[Any, ...]) -> None:
-    from providers.telemetry.loki.client import _read_streams
-
     with pytest.raises(TypeError):
         _read_streams(*args)
 
@@ -158,7 +156,5 @@ def test_a_label_whose_comparison_runs_code_is_read_as_python_reads_it() -> None
     streams: list[Any] = []
     streams.append({"stream": {Noisy("host"): "n"}, "values": [["1", "x"]]})
     streams.append({"stream": {"host": "m"}, "values": [["2", "y"]]})
-    from providers.telemetry.loki.client import _read_streams
-
     entries, total = _read_streams(streams, "host")
     assert (entries, total) == ([("n", 1, "x")], 1)
